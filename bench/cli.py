@@ -1,0 +1,119 @@
+"""Command line: parse options, run, and always leave a result file behind.
+
+Exit codes: 0 ok, 1 the run failed (a ``status: failed`` record was written), 2 bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from bench import result
+
+AMP = ("off", "fp16", "bf16")
+COMPILE = ("off", "default", "reduce-overhead", "max-autotune")
+
+
+def _positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1, got %s" % text)
+    return value
+
+
+def _non_negative(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0, got %s" % text)
+    return value
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python -m bench",
+                                description="Instrumented LeNet/CIFAR-10 training benchmark.")
+    p.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", metavar="DIR", help="folder holding cifar-10-batches-py/")
+    source.add_argument("--synthetic", action="store_true", help="seeded in-memory data")
+    p.add_argument("--epochs", type=_positive, required=True)
+    p.add_argument("--batch-size", type=_positive, required=True)
+    p.add_argument("--pipeline", choices=("classic", "resident"), required=True)
+    p.add_argument("--workers", type=_non_negative, default=2, help="DataLoader workers (classic)")
+    p.add_argument("--amp", choices=AMP, default="off")
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--compile", choices=COMPILE, default="off")
+    p.add_argument("--accumulate", type=_positive, default=1, metavar="K",
+                   help="micro-batches per optimizer step")
+    p.add_argument("--threads", type=_positive, default=None, help="torch intra-op threads")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--cudnn-benchmark", action="store_true")
+    p.add_argument("--lr", type=float, default=0.001)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--limit", type=_positive, default=None, help="use the first N train images")
+    p.add_argument("--limit-test", type=_positive, default=None, help="first N test images")
+    p.add_argument("--save-weights", metavar="FILE", default=None)
+    p.add_argument("--out", metavar="FILE.json", required=True)
+    return p
+
+
+def new_record(config):
+    return {
+        "schema": result.SCHEMA, "status": "failed", "error": None,
+        "cell": result.empty_cell(), "config": config, "env": {}, "epochs": [],
+        "memory": dict.fromkeys(result.REQUIRED["memory"]),
+        "summary": dict.fromkeys(result.REQUIRED["summary"]),
+    }
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    config = {k: v for k, v in vars(args).items() if k != "out"}
+    record = new_record(config)
+    try:
+        from bench import train  # imports torch: inside the try so a broken torch is recorded
+
+        train.run(config, record)
+        record["status"] = "ok"
+        code = 0
+    except KeyboardInterrupt:
+        record["error"] = {"type": "Interrupted", "message": "interrupted by the user"}
+        code = 130
+    except Exception as exc:
+        record["error"] = describe(exc)
+        expected = record["error"]["type"] in ("DataError", "UnsupportedOption",
+                                               "DeviceUnavailable", "OutOfMemory")
+        if not expected:
+            traceback.print_exc()
+        print("error: %s: %s" % (record["error"]["type"], record["error"]["message"]),
+              file=sys.stderr, flush=True)
+        code = 1
+    _fill_env_if_missing(record)
+    result.write_atomic(args.out, record)
+    return code
+
+
+def describe(exc):
+    try:
+        from bench.compat import is_out_of_memory
+
+        if is_out_of_memory(exc):
+            return {"type": "OutOfMemory", "message": str(exc).splitlines()[0][:500]}
+    except ImportError:
+        pass
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def _fill_env_if_missing(record):
+    """A run that failed before fingerprinting still says which bench and Python it was."""
+    import platform
+
+    from bench.fingerprint import bench_sha256
+
+    env = record["env"]
+    for key in result.REQUIRED["env"]:
+        env.setdefault(key, None)
+    env["python"] = env["python"] or platform.python_version()
+    env["bench_sha256"] = env["bench_sha256"] or bench_sha256()
+    if env["image"] is None:
+        env["image"] = {"tag": None, "id": None}

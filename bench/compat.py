@@ -1,0 +1,71 @@
+"""Feature detection across torch 1.12 .. 2.x: what an image's torch can do, or a clear error."""
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+
+import torch
+
+
+class UnsupportedOption(Exception):
+    """The image's torch (or device) cannot do what the run asked for."""
+
+
+def torch_version():
+    return torch.__version__.split("+")[0]
+
+
+def autocast_factory(device, amp):
+    """Return a zero-argument callable giving the autocast context for this run."""
+    if amp == "off":
+        return contextlib.nullcontext
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[amp]
+    if not hasattr(torch, "autocast"):
+        raise UnsupportedOption("--amp %s needs torch>=1.10, image has %s" % (amp, torch_version()))
+    if device.type == "cuda" and amp == "bf16" and not torch.cuda.is_bf16_supported():
+        raise UnsupportedOption("--amp bf16: %s does not support bfloat16"
+                                % torch.cuda.get_device_name(device))
+    # Older torch turns an unsupported autocast dtype into a warning and runs in fp32; a
+    # benchmark that silently measured fp32 under an "amp" label would be a lie.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        probe = torch.autocast(device.type, dtype=dtype)
+    if caught or not getattr(probe, "_enabled", True):
+        reason = str(caught[0].message) if caught else "autocast disabled"
+        raise UnsupportedOption("--amp %s on %s is not supported by torch %s (%s)"
+                                % (amp, device.type, torch_version(), reason))
+    return lambda: torch.autocast(device.type, dtype=dtype)
+
+
+def grad_scaler(device, amp):
+    """fp16 on CUDA needs loss scaling; everything else runs unscaled."""
+    if amp != "fp16" or device.type != "cuda":
+        return None
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda")
+    return torch.cuda.amp.GradScaler()
+
+
+def compile_model(model, mode):
+    if mode == "off":
+        return model
+    if not hasattr(torch, "compile"):
+        raise UnsupportedOption("--compile needs torch>=2.0, image has %s" % torch_version())
+    return torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
+
+
+def make_deterministic(device):
+    # cuBLAS needs a fixed workspace for reproducible results; it must be set before CUDA
+    # initialises, which is why the CLI calls this before building anything on the device.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def is_out_of_memory(exc):
+    oom = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom is not None and isinstance(exc, oom):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc)

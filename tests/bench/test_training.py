@@ -1,0 +1,109 @@
+"""bench end to end through its CLI: learning, accumulation, determinism, failures, options."""
+from __future__ import annotations
+
+import torch
+from conftest import needs_torchvision, run_bench
+
+from bench import result
+
+SMALL = ("--device", "cpu", "--synthetic", "--limit", "1024", "--limit-test", "256")
+
+
+def test_loss_falls_on_a_learnable_set(tmp_path, cifar_dir):
+    code, record, out = run_bench(tmp_path, "--device", "cpu", "--data", cifar_dir,
+                                  "--epochs", "4", "--batch-size", "16", "--pipeline", "resident",
+                                  "--lr", "0.01")
+    assert code == 0, out
+    losses = [e["train_loss"] for e in record["epochs"]]
+    assert losses[-1] < 0.8 * losses[0], losses
+    assert record["summary"]["final_test_acc"] > 0.2
+    assert out.count("img/s") == 4  # one progress line per epoch
+
+
+def test_record_carries_every_measurement(tmp_path):
+    code, record, out = run_bench(tmp_path, *SMALL, "--epochs", "2", "--batch-size", "128",
+                                  "--pipeline", "resident")
+    assert code == 0, out
+    assert record["status"] == "ok" and record["error"] is None
+    first, second = record["epochs"]
+    assert first["samples"] == second["samples"] == 1024
+    assert set(first["phases_s"]) == set(result.PHASES)
+    assert sum(second["phases_s"].values()) <= second["wall_s"] * 1.05
+    assert second["phases_s"]["forward"] > 0 and second["phases_s"]["backward"] > 0
+    summary = record["summary"]
+    assert summary["epoch_s_median"] == second["wall_s"]
+    assert summary["first_epoch_s"] == first["wall_s"]
+    assert record["memory"]["host_peak_rss_bytes"] > 50 * 2**20
+    assert record["memory"]["gpu_peak_allocated_bytes"] is None
+    env = record["env"]
+    assert env["torch"] == torch.__version__ and len(env["bench_sha256"]) == 64
+    assert env["cpu_count"] >= 1 and env["threads"] >= 1 and "torch" in env["packages"]
+
+
+def test_accumulation_matches_one_large_batch(tmp_path):
+    common = (*SMALL, "--limit", "512", "--epochs", "1", "--pipeline", "resident",
+              "--deterministic", "--lr", "0.05")
+    code_a, _, out_a = run_bench(tmp_path, *common, "--batch-size", "32", "--accumulate", "4",
+                                 "--save-weights", tmp_path / "a.pt", name="a.json")
+    code_b, _, out_b = run_bench(tmp_path, *common, "--batch-size", "128",
+                                 "--save-weights", tmp_path / "b.pt", name="b.json")
+    assert code_a == code_b == 0, out_a + out_b
+    a, b = torch.load(str(tmp_path / "a.pt")), torch.load(str(tmp_path / "b.pt"))
+    code_c, _, _ = run_bench(tmp_path, *common, "--batch-size", "32",
+                             "--save-weights", tmp_path / "c.pt", name="c.json")
+    c = torch.load(str(tmp_path / "c.pt"))
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-5, rtol=1e-4), name
+    # Without accumulation, batch 32 takes 4x the steps: the weights must differ, or the
+    # comparison above would prove nothing.
+    assert any(not torch.allclose(a[n], c[n], atol=1e-3) for n in a)
+
+
+def test_deterministic_runs_give_identical_weights(tmp_path):
+    args = (*SMALL, "--epochs", "1", "--batch-size", "64", "--pipeline", "resident",
+            "--deterministic")
+    _, one, _ = run_bench(tmp_path, *args, name="one.json")
+    _, two, _ = run_bench(tmp_path, *args, name="two.json")
+    _, other, _ = run_bench(tmp_path, *args, "--seed", "1", name="other.json")
+    assert one["summary"]["weights_sha256"] == two["summary"]["weights_sha256"]
+    assert other["summary"]["weights_sha256"] != one["summary"]["weights_sha256"]
+
+
+def test_a_failing_run_writes_a_failed_record(tmp_path):
+    code, record, out = run_bench(tmp_path, "--device", "cuda", "--synthetic", "--epochs", "1",
+                                  "--batch-size", "8", "--pipeline", "resident", "--limit", "16")
+    assert code == 1
+    assert record["status"] == "failed"
+    assert record["error"]["type"] == "DeviceUnavailable"
+    assert "--device cuda" in record["error"]["message"]
+    assert "Traceback" not in out and "error: DeviceUnavailable" in out
+
+
+def test_missing_data_is_a_failed_record_naming_the_folder(tmp_path):
+    code, record, out = run_bench(tmp_path, "--device", "cpu", "--data", tmp_path / "nope",
+                                  "--epochs", "1", "--batch-size", "8", "--pipeline", "resident")
+    assert code == 1 and record["error"]["type"] == "DataError"
+    assert "nope" in record["error"]["message"] and "Traceback" not in out
+
+
+def test_compile_and_amp_either_run_or_fail_clearly(tmp_path):
+    for option in (("--compile", "default"), ("--amp", "bf16")):
+        code, record, out = run_bench(tmp_path, *SMALL, "--limit", "128", "--epochs", "1",
+                                      "--batch-size", "64", "--pipeline", "resident", *option)
+        if code != 0:
+            assert record["error"]["type"] == "UnsupportedOption", out
+            assert torch.__version__.split("+")[0] in record["error"]["message"]
+        else:
+            assert record["status"] == "ok"
+
+
+@needs_torchvision
+def test_classic_pipeline_runs_deterministically(tmp_path, cifar_dir):
+    args = ("--device", "cpu", "--data", cifar_dir, "--epochs", "2", "--batch-size", "32",
+            "--pipeline", "classic", "--workers", "2", "--deterministic")
+    code, one, out = run_bench(tmp_path, *args, name="one.json")
+    assert code == 0, out
+    _, two, _ = run_bench(tmp_path, *args, name="two.json")
+    assert one["summary"]["weights_sha256"] == two["summary"]["weights_sha256"]
+    assert one["epochs"][1]["samples"] == 1000 and one["env"]["torchvision"]
+    assert one["epochs"][1]["phases_s"]["data"] > 0
