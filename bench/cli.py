@@ -57,19 +57,10 @@ def parser():
     return p
 
 
-def new_record(config):
-    return {
-        "schema": result.SCHEMA, "status": "failed", "error": None,
-        "cell": result.empty_cell(), "config": config, "env": {}, "epochs": [],
-        "memory": dict.fromkeys(result.REQUIRED["memory"]),
-        "summary": dict.fromkeys(result.REQUIRED["summary"]),
-    }
-
-
 def main(argv=None):
     args = parser().parse_args(argv)
     config = {k: v for k, v in vars(args).items() if k != "out"}
-    record = new_record(config)
+    record = result.new_record(config)
     try:
         from bench import train  # imports torch: inside the try so a broken torch is recorded
 

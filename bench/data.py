@@ -104,16 +104,15 @@ def load_cifar(root, limit=None, limit_test=None):
     if not os.path.isdir(folder):
         raise DataError("%s: no %s/ folder (expected the official CIFAR-10 python layout)"
                         % (root, FOLDER))
-    train = _concat([read_batch(os.path.join(folder, name)) for name in _needed(limit)])
+    parts = []
+    for name in TRAIN_FILES:
+        parts.append(read_batch(os.path.join(folder, name)))
+        # A smoke run with --limit reads only the files it needs.
+        if limit is not None and sum(len(p[1]) for p in parts) >= limit:
+            break
+    train = _concat(parts)
     test = read_batch(os.path.join(folder, TEST_FILE))
     return _first(train, limit), _first(test, limit_test)
-
-
-def _needed(limit):
-    # A smoke run with --limit reads only the files it uses: each holds 10000 images.
-    if limit is None:
-        return TRAIN_FILES
-    return TRAIN_FILES[:max(1, min(len(TRAIN_FILES), -(-limit // 10000)))]
 
 
 def synthetic(seed, train_size=50000, test_size=10000, limit=None, limit_test=None):

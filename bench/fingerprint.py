@@ -90,7 +90,10 @@ def collect(device):
         "platform": platform.platform(),
         "packages": installed_packages(),
         "bench_sha256": bench_sha256(),
-        "image": {"tag": None, "id": None},  # filled by the host runner
+        # The runner passes the image it started; a record is then whole even if the host
+        # is interrupted before it annotates the file.
+        "image": {"tag": os.environ.get("ENVBENCH_IMAGE_TAG"),
+                  "id": os.environ.get("ENVBENCH_IMAGE_ID")},
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)

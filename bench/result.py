@@ -36,6 +36,16 @@ def empty_cell():
             "price_per_hour": None, "repeat": None, "variant": {}}
 
 
+def new_record(config):
+    """A record as it starts: failed until the run proves otherwise."""
+    return {
+        "schema": SCHEMA, "status": "failed", "error": None, "cell": empty_cell(),
+        "config": config, "env": {}, "epochs": [],
+        "memory": dict.fromkeys(REQUIRED["memory"]),
+        "summary": dict.fromkeys(REQUIRED["summary"]),
+    }
+
+
 def validate(record):
     """Return a list of problems (empty when the record honours the schema)."""
     problems = []

@@ -33,7 +33,8 @@ def select_device(name):
 
 def load_data(config):
     if config["synthetic"]:
-        return data.synthetic(config["seed"], limit=config["limit"], limit_test=config["limit_test"])
+        return data.synthetic(config["seed"], limit=config["limit"],
+                              limit_test=config["limit_test"])
     return data.load_cifar(config["data"], config["limit"], config["limit_test"])
 
 

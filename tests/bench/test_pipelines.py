@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import torch
-from conftest import needs_torchvision
+from bench_helpers import needs_torchvision
 
 from bench import pipelines
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import torch
-from conftest import needs_torchvision, run_bench
+from bench_helpers import needs_torchvision, run_bench
 
 from bench import result
 

@@ -1,0 +1,5 @@
+import sys
+
+from envbench.cli import main
+
+sys.exit(main())

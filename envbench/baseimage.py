@@ -1,0 +1,89 @@
+"""A Debian base image built locally (debootstrap -> docker import), for hosts without a registry.
+
+The mirror is the one this host's apt already uses, so the image is built from wherever the
+host is allowed to fetch packages.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+import docker
+
+from envbench.engine import image_or_none
+from envbench.errors import UserError
+
+REPOSITORY = "envbench/debian"
+
+
+def host_codename() -> str:
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return "bookworm"
+    match = re.search(r"^VERSION_CODENAME=(\w+)", text, re.M)
+    return match.group(1) if match else "bookworm"
+
+
+def host_mirror() -> str | None:
+    """The first Debian archive URI in the host's apt sources (deb822 or one-line form)."""
+    candidates = [Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list")]
+    candidates += sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))
+    candidates += sorted(Path("/etc/apt/sources.list.d").glob("*.list"))
+    for path in candidates:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for match in re.finditer(r"^(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(\S+)", text, re.M):
+            uri = match.group(1)
+            if "security" not in uri and uri.rstrip("/").endswith("/debian"):
+                return uri
+    return None
+
+
+def tag_for(codename: str) -> str:
+    return "%s:%s" % (REPOSITORY, codename)
+
+
+def ensure(client: docker.DockerClient, codename: str | None = None,
+           out: TextIO = sys.stdout) -> str:
+    """Build envbench/debian:<codename> unless the engine has it; return the tag."""
+    codename = codename or host_codename()
+    tag = tag_for(codename)
+    if image_or_none(client, tag) is not None:
+        print("%s exists, not rebuilt" % tag, file=out, flush=True)
+        return tag
+    if shutil.which("debootstrap") is None:
+        raise UserError("debootstrap is not installed (apt-get install debootstrap); it builds "
+                        "the local base image %s" % tag)
+    with tempfile.TemporaryDirectory(prefix="envbench-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        command = ["debootstrap", "--variant=minbase", codename, str(rootfs)]
+        mirror = host_mirror()
+        if mirror:
+            command.append(mirror)
+        print("building %s: %s" % (tag, " ".join(command)), file=out, flush=True)
+        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            tail = "\n    ".join(proc.stdout.splitlines()[-15:])
+            raise UserError("debootstrap failed (exit %d):\n    %s" % (proc.returncode, tail))
+        # Keep the image small and its apt usable: no cached .debs, no stale lists.
+        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for path in (rootfs / leftover).glob("*"):
+                if path.is_file():
+                    path.unlink()
+        archive = Path(tmp) / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(archive), "."],
+                       check=True)
+        repository, _, version = tag.partition(":")
+        client.api.import_image_from_file(str(archive), repository=repository, tag=version)
+    if image_or_none(client, tag) is None:
+        raise UserError("docker import of %s did not produce the image" % tag)
+    print("built %s" % tag, file=out, flush=True)
+    return tag

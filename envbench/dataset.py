@@ -1,0 +1,104 @@
+"""CIFAR-10 on the host: downloaded once into a cache, md5-checked, unpacked for the containers."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import TextIO
+
+from envbench.errors import UserError
+
+URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+MD5 = "c58f30108f718f92721af3b95e74349a"
+FOLDER = "cifar-10-batches-py"
+FILES = ["data_batch_%d" % i for i in range(1, 6)] + ["test_batch", "batches.meta"]
+
+
+def default_cache() -> Path:
+    default = Path.home() / ".cache" / "envbench" / "cifar10"
+    return Path(os.environ.get("ENVBENCH_DATA") or default)
+
+
+def is_ready(root: Path) -> bool:
+    return all((root / FOLDER / name).is_file() for name in FILES)
+
+
+def md5sum(path: Path) -> str:
+    digest = hashlib.md5()  # noqa: S324 - the data set publishes an md5, not a security check
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _progress(done: int, total: int, out: TextIO) -> None:
+    if total > 0:
+        width = 30
+        filled = int(width * done / total)
+        bar = "#" * filled + "." * (width - filled)
+        out.write("\r  [%s] %5.1f%%  %.1f / %.1f MB"
+                  % (bar, 100.0 * done / total, done / 1e6, total / 1e6))
+    else:
+        out.write("\r  %.1f MB" % (done / 1e6))
+    out.flush()
+
+
+def download(url: str, dest: Path, out: TextIO) -> None:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response, dest.open("wb") as f:  # noqa: S310
+            total = int(response.headers.get("Content-Length") or 0)
+            done = 0
+            for block in iter(lambda: response.read(1 << 16), b""):
+                f.write(block)
+                done += len(block)
+                _progress(done, total, out)
+        out.write("\n")
+    except OSError as exc:
+        raise UserError("downloading %s failed (%s); or place cifar-10-python.tar.gz in the "
+                        "cache yourself, or run with --synthetic" % (url, exc))
+
+
+def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
+          out: TextIO = sys.stdout) -> Path:
+    """Make ROOT/cifar-10-batches-py/ exist and be whole; return ROOT."""
+    root = root or default_cache()
+    if is_ready(root):
+        print("CIFAR-10 is in %s" % root, file=out)
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    archive = root / "cifar-10-python.tar.gz"
+    if not archive.exists() or md5sum(archive) != md5:
+        print("downloading %s" % url, file=out, flush=True)
+        partial = Path(tempfile.mkstemp(dir=root, suffix=".part")[1])
+        try:
+            download(url, partial, out)
+            got = md5sum(partial)
+            if got != md5:
+                raise UserError("%s: md5 %s, expected %s: the download is corrupt or not "
+                                "CIFAR-10; nothing was kept" % (url, got, md5))
+            partial.replace(archive)
+        finally:
+            partial.unlink(missing_ok=True)
+    unpack(archive, root)
+    print("CIFAR-10 is in %s" % root, file=out)
+    return root
+
+
+def unpack(archive: Path, root: Path) -> None:
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=".unpack-"))
+    try:
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers()
+                       if m.isfile() and m.name.startswith(FOLDER + "/") and ".." not in m.name]
+            tar.extractall(staging, members=members)  # noqa: S202 - members filtered above
+        if not is_ready(staging):
+            raise UserError("%s does not hold %s/ with %s" % (archive, FOLDER, ", ".join(FILES)))
+        shutil.rmtree(root / FOLDER, ignore_errors=True)
+        (staging / FOLDER).replace(root / FOLDER)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,15 @@
+"""Errors a user is expected to meet: printed as one clear message, never as a traceback."""
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem the user can fix (bad matrix, no engine, missing base image...)."""
+
+
+class MatrixError(UserError):
+    """The matrix file is invalid; ``problems`` holds one 'key.path: reason' line each."""
+
+    def __init__(self, path: str, problems: list[str]):
+        self.path = path
+        self.problems = problems
+        super().__init__("%s is invalid:\n  %s" % (path, "\n  ".join(problems)))

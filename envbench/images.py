@@ -1,0 +1,195 @@
+"""Dockerfiles rendered from images/*.j2, content-hash tags, and builds through the Docker SDK."""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import docker
+import jinja2
+
+from envbench.engine import image_or_none
+from envbench.errors import UserError
+from envbench.matrix import Environment
+from envbench.users import own
+
+ROOT = Path(__file__).resolve().parent.parent
+IMAGES_DIR = ROOT / "images"
+BENCH_DIR = ROOT / "bench"
+REPOSITORY = "envbench"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything that decides an image's content; its hash is the tag."""
+
+    name: str
+    env: Environment
+    dockerfile: str
+    base: str
+    wheelhouse: Path | None
+
+    @property
+    def tag(self) -> str:
+        digest = hashlib.sha256()
+        digest.update(self.dockerfile.encode())
+        for path in sorted(BENCH_DIR.glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        for name, size in _wheel_listing(self.wheelhouse):
+            digest.update(("%s %d\n" % (name, size)).encode())
+        repo = re.sub(r"[^a-z0-9._-]+", "-", self.name.lower()).strip("._-")
+        return "%s/%s:%s" % (REPOSITORY, repo, digest.hexdigest()[:16])
+
+    @property
+    def labels(self) -> dict[str, str]:
+        env = self.env
+        return {
+            "org.opencontainers.image.title": "envbench %s" % self.name,
+            "org.opencontainers.image.base.name": self.base,
+            "org.opencontainers.image.source": "envbench",
+            "envbench.environment": self.name,
+            "envbench.python": env.python,
+            "envbench.torch": env.torch or "debian",
+            "envbench.torchvision": env.torchvision or "",
+            "envbench.cuda": env.cuda or "",
+            "envbench.source": env.source,
+        }
+
+
+def _wheel_listing(folder: Path | None) -> list[tuple[str, int]]:
+    if folder is None:
+        return []
+    return sorted((p.name, p.stat().st_size) for p in folder.iterdir() if p.is_file())
+
+
+def default_base(env: Environment) -> str:
+    return "debian:bookworm-slim" if env.source == "debian" else "python:%s-slim" % env.python
+
+
+def _expand(value: str, where: str) -> str:
+    """${VAR} in matrix strings comes from the environment; an unset one is a clear error."""
+    def sub(match: re.Match[str]) -> str:
+        if match.group(1) not in os.environ:
+            raise UserError("%s: ${%s} is not set (see README, 'Offline and custom indexes')"
+                            % (where, match.group(1)))
+        return os.environ[match.group(1)].rstrip("/")
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, value)
+
+
+def plan(name: str, env: Environment, matrix_dir: Path) -> Plan:
+    where = "environments.%s" % name
+    if env.dockerfile:
+        template_path = (matrix_dir / env.dockerfile).resolve()
+        if not template_path.is_file():
+            raise UserError("%s.dockerfile: %s does not exist" % (where, template_path))
+    else:
+        template_path = IMAGES_DIR / ("%s.Dockerfile.j2" % env.kind)
+    wheelhouse = None
+    if env.wheelhouse:
+        wheelhouse = (matrix_dir / _expand(env.wheelhouse, where + ".wheelhouse")).resolve()
+        if not wheelhouse.is_dir() or not any(wheelhouse.glob("*.whl")):
+            raise UserError("%s.wheelhouse: %s holds no wheels (fill it with `pip download "
+                            "torch==%s -d DIR`)" % (where, wheelhouse, env.torch))
+    base = _expand(env.base, where + ".base") if env.base else default_base(env)
+    apt = list(env.apt)
+    if env.source == "debian":
+        apt = ["python3", "python3-torch", "python3-torchvision"] + apt
+    requirements = ["torch==%s" % env.torch] if env.torch and env.source == "pip" else []
+    if env.torchvision and env.source == "pip":
+        requirements.append("torchvision==%s" % env.torchvision)
+    loader = jinja2.FileSystemLoader([str(template_path.parent), str(IMAGES_DIR)])
+    jinja = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
+                               keep_trailing_newline=True, autoescape=False)  # noqa: S701 - not HTML
+    text = jinja.get_template(template_path.name).render(
+        name=name, template=template_path.name, base=base, source=env.source, apt=apt,
+        python=env.python, torch=env.torch, cuda=env.cuda,
+        index_url=_expand(env.index_url, where + ".index_url") if env.index_url else None,
+        wheelhouse=wheelhouse is not None, requirements=requirements)
+    return Plan(name, env, text, base, wheelhouse)
+
+
+def _context(p: Plan) -> tempfile.SpooledTemporaryFile[bytes]:
+    """The build context as a tar: the Dockerfile, bench/'s sources and the wheelhouse."""
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 2**20)
+    with tarfile.open(fileobj=spool, mode="w") as tar:
+        dockerfile = p.dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+        for path in sorted(BENCH_DIR.glob("*.py")):
+            tar.add(str(path), arcname="bench/%s" % path.name)
+        if p.wheelhouse is not None:
+            for path in sorted(p.wheelhouse.iterdir()):
+                if path.is_file():
+                    tar.add(str(path), arcname="wheelhouse/%s" % path.name)
+    spool.seek(0)
+    return spool
+
+
+def ensure_base(client: docker.DockerClient, base: str, allow_pull: bool, out: TextIO) -> Any:
+    """The base image, from the local engine; pulled only when allowed and said aloud."""
+    image = image_or_none(client, base)
+    if image is not None:
+        return image
+    hint = ("Build or load it into this engine (for a local Debian base: `nox -s base-image`), "
+            "or set the environment's base: to an image the engine has.")
+    if not allow_pull:
+        raise UserError("base image %s is not in the local engine and --offline forbids "
+                        "pulling. %s" % (base, hint))
+    print("pulling base image %s (not in the local engine)" % base, file=out, flush=True)
+    try:
+        return client.images.pull(base)
+    except docker.errors.DockerException as exc:
+        raise UserError("base image %s is not in the local engine and could not be pulled "
+                        "(%s). %s" % (base, str(exc).strip()[:300], hint))
+
+
+def base_digest(image: Any) -> str:
+    digests = image.attrs.get("RepoDigests") or []
+    return digests[0] if digests else image.id
+
+
+def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool = True,
+          out: TextIO = sys.stdout) -> Any:
+    """Build the image for a plan unless its tag exists; stream the log; return the image."""
+    existing = image_or_none(client, p.tag)
+    if existing is not None:
+        print("%s: %s exists, not rebuilt" % (p.name, p.tag), file=out, flush=True)
+        return existing
+    ensure_base(client, p.base, allow_pull, out)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / ("build-%s.log" % p.name)
+    print("%s: building %s (log: %s)" % (p.name, p.tag, log_path), file=out, flush=True)
+    lines: list[str] = []
+    with log_path.open("w") as log, _context(p) as context:
+        log.write(p.dockerfile + "\n---\n")
+        stream = client.api.build(fileobj=context, custom_context=True, tag=p.tag, rm=True,
+                                  forcerm=True, pull=False, decode=True, labels=p.labels)
+        for chunk in stream:
+            text = chunk.get("stream") or chunk.get("status") or ""
+            if "error" in chunk:
+                text = "ERROR: %s\n" % chunk["error"]
+            if not text:
+                continue
+            log.write(text)
+            log.flush()
+            for line in text.splitlines():
+                if line.strip():
+                    lines.append(line)
+                    print("  %s | %s" % (p.name, line), file=out, flush=True)
+            if "error" in chunk:
+                tail = "\n    ".join(lines[-15:])
+                raise UserError("building %s failed; last lines of %s:\n    %s"
+                                % (p.name, log_path, tail))
+    own(log_path)
+    image = image_or_none(client, p.tag)
+    if image is None:
+        raise UserError("building %s reported success but %s is missing" % (p.name, p.tag))
+    return image

@@ -1,0 +1,181 @@
+"""The matrix, end to end: build the images the cells need, run every cell, resume, summarise."""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import docker
+
+from envbench import cells as cellmod
+from envbench import dataset, engine, gpu, images, matrix, results, runner, users
+from envbench.errors import UserError
+
+
+@dataclass
+class Options:
+    matrix_path: Path = Path("matrix.yaml")
+    envs: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    kind: str | None = None
+    quick: bool = False
+    synthetic: bool = False
+    data_dir: Path | None = None
+    reports_dir: Path = Path("reports")
+    allow_pull: bool = True
+
+    @property
+    def results_dir(self) -> Path:
+        return self.reports_dir / "results"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.reports_dir / "logs"
+
+
+def plan_cells(opts: Options) -> tuple[matrix.Matrix, list[cellmod.Cell]]:
+    m = matrix.load(opts.matrix_path)
+    cells = cellmod.expand(m, opts.envs, opts.targets, opts.kind, opts.quick)
+    if not cells:
+        raise UserError("no cells match (kind=%s, env=%s, target=%s) in %s"
+                        % (opts.kind or "any", ",".join(opts.envs) or "any",
+                           ",".join(opts.targets) or "any", opts.matrix_path))
+    return m, cells
+
+
+def build_images(client: docker.DockerClient, m: matrix.Matrix, env_names: list[str],
+                 opts: Options, out: TextIO) -> tuple[dict[str, Any], dict[str, str]]:
+    """Build each environment's image; a failed build is recorded and the others go on."""
+    built: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    for name in env_names:
+        try:
+            p = images.plan(name, m.environments[name], opts.matrix_path.resolve().parent)
+            image = images.build(client, p, opts.log_dir, opts.allow_pull, out)
+            base = engine.image_or_none(client, p.base)
+            built[name] = (p, image, images.base_digest(base) if base is not None else None)
+        except UserError as exc:
+            print("%s: %s" % (name, exc), file=out, flush=True)
+            failed[name] = str(exc)
+    return built, failed
+
+
+def build(opts: Options, out: TextIO = sys.stdout) -> int:
+    m, cells = plan_cells(opts)
+    client = engine.connect()
+    names = list(dict.fromkeys(c.environment for c in cells))
+    built, failed = build_images(client, m, names, opts, out)
+    for name, (p, image, _) in built.items():
+        print("  %-28s %s  %s" % (name, p.tag, image.short_id), file=out)
+    return 1 if failed else 0
+
+
+def _data_dir(opts: Options) -> Path | None:
+    if opts.synthetic:
+        return None
+    root = opts.data_dir or dataset.default_cache()
+    if not dataset.is_ready(root):
+        raise UserError("no CIFAR-10 in %s (expected %s/): run `nox -s data` first, give "
+                        "--data DIR, or use --synthetic" % (root, dataset.FOLDER))
+    return root
+
+
+def bench(opts: Options, out: TextIO = sys.stdout) -> int:
+    started = time.perf_counter()
+    m, cells = plan_cells(opts)
+    mounts = runner.Mounts(opts.results_dir, opts.log_dir, _data_dir(opts))
+    client = engine.connect()
+    users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
+    names = list(dict.fromkeys(c.environment for c in cells))
+    built, build_failures = build_images(client, m, names, opts, out)
+    gpu_problem: dict[str, str | None] = {}
+    records: list[tuple[cellmod.Cell, dict[str, Any], bool]] = []
+    total = len(cells)
+    try:
+        for index, cell in enumerate(cells, 1):
+            target = m.targets[cell.target]
+            path = results.path_for(opts.results_dir, cell)
+            prefix = "[%d/%d] %s" % (index, total, cell.label)
+            if cell.environment in build_failures:
+                record = results.host_failure(cell, target.device, opts.synthetic, "BuildFailed",
+                                              build_failures[cell.environment])
+                _store(path, record, cell, target, {}, opts)
+                records.append((cell, record, False))
+                print("%s … failed: image build failed" % prefix, file=out, flush=True)
+                continue
+            p, image, base_digest = built[cell.environment]
+            image_info = {"tag": p.tag, "id": image.id, "base": p.base, "base_digest": base_digest}
+            stored = results.read(path)
+            if results.is_current(stored, cell, image.id, opts.synthetic):
+                records.append((cell, stored, True))
+                print("%s … cached %s" % (prefix, _figure(stored)), file=out, flush=True)
+                continue
+            if target.gpu_count:
+                if cell.environment not in gpu_problem:
+                    gpu_problem[cell.environment] = gpu.probe(client, image, target.gpu_count)
+                if gpu_problem[cell.environment]:
+                    record = results.host_failure(cell, target.device, opts.synthetic,
+                                                  "GpuUnavailable", gpu_problem[cell.environment])
+                    _store(path, record, cell, target, image_info, opts)
+                    records.append((cell, record, False))
+                    print("%s … failed: %s" % (prefix, gpu_problem[cell.environment]),
+                          file=out, flush=True)
+                    continue
+            print("%s …" % prefix, end="", file=out, flush=True)
+            record = runner.run_cell(client, cell, target, image, mounts)
+            _store(path, record, cell, target, image_info, opts)
+            records.append((cell, record, False))
+            print(" %s" % _figure(record), file=out, flush=True)
+    except KeyboardInterrupt:
+        print("\ninterrupted: %d finished cells are kept in %s; run the same command again "
+              "to run only the missing ones" % (len(records), opts.results_dir), file=out)
+        return 130
+    _summary(records, out)
+    elapsed = time.perf_counter() - started
+    print("%d cells in %.1f s; results in %s, logs in %s"
+          % (total, elapsed, opts.results_dir, opts.log_dir), file=out)
+    return 0 if all(r.get("status") == "ok" for _, r, _ in records) else 1
+
+
+def _store(path: Path, record: dict[str, Any], cell: cellmod.Cell, target: matrix.Target,
+           image_info: dict[str, Any], opts: Options) -> None:
+    extra = {"quick": opts.quick, "cpus": runner.effective_cpus(target), "gpus": target.gpus}
+    results.annotate(record, cell, target.label, target.price_per_hour, image_info, extra)
+    results.write(path, record)
+    users.own(path)
+
+
+def _figure(record: dict[str, Any]) -> str:
+    if record.get("status") != "ok":
+        error = record.get("error") or {}
+        return "failed: %s: %s" % (error.get("type"), error.get("message"))
+    summary = record["summary"]
+    return "%.2f s/epoch, %.0f img/s, acc %.1f%%" % (
+        summary["epoch_s_median"], summary["samples_per_s"] or 0,
+        100 * (summary["final_test_acc"] or 0))
+
+
+def _summary(records: list[tuple[cellmod.Cell, dict[str, Any], bool]], out: TextIO) -> None:
+    """Median epoch time over repeats per (environment, target, variant)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for cell, record, _ in records:
+        variant = " ".join("%s=%s" % kv for kv in sorted(cell.variant.items())) or "-"
+        groups.setdefault((cell.environment, cell.target, variant), []).append(record)
+    rows = [("environment", "target", "variant", "ok", "s/epoch (median)", "img/s", "acc")]
+    for (env, target, variant), recs in groups.items():
+        ok = [r for r in recs if r.get("status") == "ok"]
+        epoch = statistics.median(r["summary"]["epoch_s_median"] for r in ok) if ok else None
+        rate = statistics.median(r["summary"]["samples_per_s"] for r in ok) if ok else None
+        acc = statistics.median(r["summary"]["final_test_acc"] for r in ok) if ok else None
+        rows.append((env, target, variant, "%d/%d" % (len(ok), len(recs)),
+                     "%.2f" % epoch if epoch is not None else "failed",
+                     "%.0f" % rate if rate is not None else "—",
+                     "%.1f%%" % (100 * acc) if acc is not None else "—"))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    print("", file=out)
+    for row in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
+    print("", file=out)

@@ -1,0 +1,100 @@
+"""envbench's sessions: each is a thin call into the envbench package (logic lives there)."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests"]
+
+# Debian's interpreter with python3-torch 1.13 + python3-torchvision: the old stack on which
+# bench's own tests run a second time (and the only place here where torchvision imports).
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def _install(session: nox.Session) -> None:
+    session.install("-e", ".")
+
+
+def _envbench(session: nox.Session, *args: str) -> None:
+    _install(session)
+    session.run("envbench", *args, *session.posargs)
+
+
+@nox.session(name="build-cpu")
+def build_cpu(session: nox.Session) -> None:
+    """Build the images for every cell on a CPU target."""
+    _envbench(session, "build", "--kind", "cpu")
+
+
+@nox.session(name="build-cuda")
+def build_cuda(session: nox.Session) -> None:
+    """Build the images for every cell on a GPU target."""
+    _envbench(session, "build", "--kind", "cuda")
+
+
+@nox.session(name="bench-cpu")
+def bench_cpu(session: nox.Session) -> None:
+    """Run every cell on a CPU target (builds what is missing; resumes)."""
+    _envbench(session, "bench", "--kind", "cpu")
+
+
+@nox.session(name="bench-cuda")
+def bench_cuda(session: nox.Session) -> None:
+    """Run every cell on a GPU target with the GPUs attached (builds, resumes)."""
+    _envbench(session, "bench", "--kind", "cuda")
+
+
+@nox.session(name="bench")
+def bench_all(session: nox.Session) -> None:
+    """Run every cell of the matrix, CPU and GPU targets alike."""
+    _envbench(session, "bench")
+
+
+@nox.session(name="check")
+def check(session: nox.Session) -> None:
+    """Validate the matrix and list its cells; nothing is built or run."""
+    _envbench(session, "check")
+
+
+@nox.session(name="data")
+def data(session: nox.Session) -> None:
+    """Download CIFAR-10 once into the cache, md5-checked."""
+    _envbench(session, "data")
+
+
+@nox.session(name="base-image")
+def base_image(session: nox.Session) -> None:
+    """Build the local Debian base image with debootstrap (for hosts without a registry)."""
+    _envbench(session, "base-image")
+
+
+@nox.session(name="report")
+def report(session: nox.Session) -> None:
+    """Render reports/index.html, summary.md and results.csv from result files."""
+    _envbench(session, "report")
+
+
+@nox.session(name="tests")
+def tests(session: nox.Session) -> None:
+    """Lint, the test suite (real Docker included), then bench's tests on Debian's torch 1.13."""
+    session.install("-e", ".[test]")
+    session.install("torch==2.13.0")
+    session.run("ruff", "check", ".")
+    session.run("vermin", "-t=3.8-", "--violations", "--no-tips", "-q", "bench/")
+    session.run("pytest", *session.posargs)
+    if shutil.which(DEBIAN_PYTHON) and not session.posargs:
+        env = {"PYTHONDONTWRITEBYTECODE": "1"}
+        session.run(DEBIAN_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "tests/bench",
+                    external=True, env=env)
+    elif os.environ.get("CI"):
+        session.error("%s (Debian's python3 with python3-torch) is missing" % DEBIAN_PYTHON)
+
+
+@nox.session(name="overhead")
+def overhead(session: nox.Session) -> None:
+    """Benchmark: plain tutorial loop vs bench classic vs resident, same data and torch."""
+    session.run(DEBIAN_PYTHON, "benchmarks/pipeline_overhead.py", *session.posargs,
+                external=True)

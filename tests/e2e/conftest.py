@@ -1,0 +1,82 @@
+"""A real Docker engine, a locally built Debian base, a local wheelhouse, and the two e2e stacks.
+
+With CI set, an engine that does not answer fails these tests; elsewhere they skip and say why.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import docker
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from cifar_fixture import write_cifar  # noqa: E402
+
+from envbench import baseimage  # noqa: E402
+
+E2E_MATRIX = ROOT / "tests" / "e2e" / "matrix.yaml"
+TORCH = "2.13.0"
+
+
+@pytest.fixture(scope="session")
+def client() -> docker.DockerClient:
+    try:
+        engine = docker.from_env(timeout=600)
+        engine.ping()
+    except docker.errors.DockerException as exc:
+        message = "no Docker engine answers (%s)" % str(exc)[:200]
+        if os.environ.get("CI"):
+            pytest.fail(message + "; .ci/run should have started dockerd")
+        pytest.skip(message + "; start dockerd to run the end-to-end tests")
+    return engine
+
+
+@pytest.fixture(scope="session")
+def base_tag(client) -> str:
+    return baseimage.ensure(client)
+
+
+@pytest.fixture(scope="session")
+def wheelhouse() -> Path:
+    """torch 2.13.0 and its dependencies, fetched once by the host (containers cannot)."""
+    folder = Path(os.environ.get("ENVBENCH_TEST_CACHE", Path.home() / ".cache" / "envbench"))
+    folder = folder / ("wheelhouse-torch-%s-py%d%d" % (TORCH, *sys.version_info[:2]))
+    if not any(folder.glob("torch-%s*.whl" % TORCH)):
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "torch==%s" % TORCH,
+                        "-d", str(folder)], check=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def cifar(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cifar")
+    write_cifar(str(root), per_batch=200, test_count=200)
+    root.chmod(0o755)  # the container runs as the invoking user, not as the tmp dir's owner
+    return root
+
+
+@pytest.fixture(scope="session")
+def e2e_env(base_tag, wheelhouse) -> dict[str, str]:
+    return dict(os.environ, ENVBENCH_BASE=base_tag, ENVBENCH_WHEELHOUSE=str(wheelhouse))
+
+
+def envbench(env: dict[str, str], *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """Run the kit's CLI as a user would and capture what they would see."""
+    return subprocess.run([sys.executable, "-m", "envbench", *map(str, args)], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def first_run(e2e_env, cifar, tmp_path_factory):
+    """Build both stacks and run one cell in each: the run the other tests look at."""
+    reports = tmp_path_factory.mktemp("reports")
+    proc = envbench(e2e_env, "bench", "--matrix", E2E_MATRIX, "--data", cifar, "--reports", reports)
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return reports, proc.stdout

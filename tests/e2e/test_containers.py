@@ -1,0 +1,184 @@
+"""Two real stacks, built and run on a real engine: Debian's torch 1.13 and torch 2.13 CPU."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import E2E_MATRIX, ROOT, envbench
+
+from bench.fingerprint import bench_sha256
+from envbench import gpu, runner
+from envbench.cells import Cell
+from envbench.matrix import Settings, Target
+
+pytestmark = pytest.mark.e2e
+
+
+def _results(reports: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (reports / "results").glob("*.json")}
+
+
+def test_both_stacks_run_the_identical_benchmark(first_run, client):
+    reports, _ = first_run
+    records = _results(reports)
+    assert set(records) == {"debian-torch1.13__cpu__base__r0", "torch2.13-cpu__cpu__base__r0"}
+    old, new = records["debian-torch1.13__cpu__base__r0"], records["torch2.13-cpu__cpu__base__r0"]
+    assert old["status"] == new["status"] == "ok", (old["error"], new["error"])
+    assert old["env"]["torch"].startswith("1.13") and new["env"]["torch"].startswith("2.13.0")
+    assert old["env"]["bench_sha256"] == new["env"]["bench_sha256"] == bench_sha256()
+    for record in (old, new):
+        image = client.images.get(record["env"]["image"]["id"])
+        assert record["env"]["image"]["tag"] in image.tags
+        assert image.labels["envbench.environment"] == record["cell"]["environment"]
+        assert record["env"]["image"]["base_digest"]
+        assert record["cell"]["target_label"] == "CI CPU"
+        assert record["cell"]["price_per_hour"] == 0.1
+        assert record["epochs"][0]["samples"] == 600
+        assert record["memory"]["cgroup_peak_bytes"] is None or \
+            record["memory"]["cgroup_peak_bytes"] > 0
+
+
+def test_results_belong_to_the_invoking_user(first_run):
+    reports, _ = first_run
+    files = list((reports / "results").glob("*.json")) + list((reports / "logs").glob("*.log"))
+    assert files
+    for path in files:
+        assert path.stat().st_uid == os.getuid(), path
+
+
+def test_results_belong_to_the_sudo_caller(e2e_env, cifar, tmp_path):
+    """Run as root on behalf of uid 4242 (as `sudo nox ...` does): nothing may be root's."""
+    if os.getuid() != 0:
+        pytest.skip("only root can act for another user")
+    reports = tmp_path / "reports"
+    env = dict(e2e_env, SUDO_UID="4242", SUDO_GID="4242")
+    proc = envbench(env, "bench", "--matrix", E2E_MATRIX, "--data", cifar, "--reports", reports,
+                    "--env", "torch2.13-cpu")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    owned = [reports / "results", *(reports / "results").iterdir(), *(reports / "logs").iterdir()]
+    assert {p.stat().st_uid for p in owned} == {4242}, [(p, p.stat().st_uid) for p in owned]
+
+
+def test_a_rerun_runs_only_missing_cells_and_a_killed_run_resumes(first_run, e2e_env, cifar):
+    reports, _ = first_run
+    results = reports / "results"
+    (results / "torch2.13-cpu__cpu__base__r0.json").unlink()
+    proc = envbench(e2e_env, "bench", "--matrix", E2E_MATRIX, "--data", cifar,
+                    "--reports", reports)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert "cached" in lines[0] and "debian-torch1.13" in lines[0]
+    assert "cached" not in lines[1] and "s/epoch" in lines[1]
+
+    # Ctrl-C mid-matrix: the finished cell stays, the next run does only the rest.
+    for path in results.glob("*.json"):
+        path.unlink()
+    proc = subprocess.Popen([sys.executable, "-m", "envbench", "bench", "--matrix", str(E2E_MATRIX),
+                             "--data", str(cifar), "--reports", str(reports)], cwd=ROOT,
+                            env=e2e_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    first = results / "debian-torch1.13__cpu__base__r0.json"
+    deadline = time.monotonic() + 300
+    second_log = reports / "logs" / "torch2.13-cpu__cpu__base__r0.log"
+    second_log.unlink(missing_ok=True)
+    while not first.exists() or not second_log.exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "run the same command again" in out and "Traceback" not in out
+    assert [p.name for p in results.glob("*.json")] == [first.name]
+    assert not [c for c in __import__("docker").from_env().containers.list(all=True)
+                if c.labels.get("envbench.cell")], "the interrupted cell's container was left"
+    again = envbench(e2e_env, "bench", "--matrix", E2E_MATRIX, "--data", cifar,
+                     "--reports", reports)
+    assert again.returncode == 0, again.stdout[-3000:]
+    lines = [line for line in again.stdout.splitlines() if line.startswith("[")]
+    assert "cached" in lines[0] and "cached" not in lines[1]
+
+
+def test_a_failing_cell_is_recorded_and_the_others_go_on(e2e_env, cifar, tmp_path):
+    matrix = tmp_path / "matrix.yaml"
+    text = E2E_MATRIX.read_text().replace("  limit_test: 200",
+                                          "  limit_test: 200\n  sweep: {compile: [default, off]}")
+    matrix.write_text(text.replace("${ENVBENCH_WHEELHOUSE}", e2e_env["ENVBENCH_WHEELHOUSE"]))
+    proc = envbench(e2e_env, "bench", "--matrix", matrix, "--data", cifar, "--reports",
+                    tmp_path / "reports", "--env", "debian-torch1.13")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stdout
+    records = _results(tmp_path / "reports")
+    failed = records["debian-torch1.13__cpu__compile-default__r0"]
+    assert failed["status"] == "failed"
+    assert failed["error"]["type"] == "UnsupportedOption"
+    assert "compile needs torch>=2.0" in failed["error"]["message"]
+    assert any("compile needs torch>=2.0" in line for line in failed["log_tail"])
+    assert records["debian-torch1.13__cpu__compile-off__r0"]["status"] == "ok"
+
+
+def _cell(target: str = "cpu") -> Cell:
+    settings = Settings(epochs=1, batch_size=32, pipeline="resident", limit=64,
+                        limit_test=32).model_dump()
+    return Cell("debian-torch1.13", target, 0, {}, settings)
+
+
+def _image(client, first_run, env_name: str):
+    record = _results(first_run[0])["%s__cpu__base__r0" % env_name]
+    return client.images.get(record["env"]["image"]["id"])
+
+
+def test_a_gpu_cell_on_this_engine_fails_with_the_clear_message(client, first_run, tmp_path):
+    image = _image(client, first_run, "debian-torch1.13")
+    assert gpu.probe(client, image, -1) == gpu.NO_RUNTIME
+    target = Target(device="cuda", gpus="all", label="GPU", price_per_hour=1.0)
+    mounts = runner.Mounts(tmp_path, tmp_path, None)
+    record = runner.run_cell(client, _cell("gpu"), target, image, mounts)
+    assert record["status"] == "failed"
+    assert record["error"]["message"] == gpu.NO_RUNTIME
+
+
+def test_the_container_has_no_network_and_no_capabilities(client, first_run, tmp_path):
+    image = _image(client, first_run, "torch2.13-cpu")
+    target = Target(device="cpu", cpus=1, label="CPU", price_per_hour=0)
+    mounts = runner.Mounts(tmp_path, tmp_path, None)
+    options = runner.container_options(_cell(), target, image, mounts)
+    options.update(detach=False, remove=True, entrypoint=["sh", "-c"],
+                   command=["ls /sys/class/net; id -u; grep CapEff /proc/self/status; "
+                            "grep NoNewPrivs /proc/self/status; df -h /dev/shm | tail -1"])
+    output = client.containers.run(image.id, **options).decode()
+    lines = output.split()
+    assert lines[0] == "lo" and "eth0" not in output, output
+    assert lines[1] == str(os.getuid())
+    assert "CapEff:\t0000000000000000" in output.replace("CapEff: ", "CapEff:\t")
+    assert "NoNewPrivs:\t1" in output.replace("NoNewPrivs: ", "NoNewPrivs:\t")
+    assert "2.0G" in output  # shared memory for DataLoader workers
+
+
+def test_a_build_error_shows_its_last_log_lines(e2e_env, tmp_path):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("environments:\n  broken:\n    source: debian\n"
+                      "    base: \"${ENVBENCH_BASE}\"\n"
+                      "    apt: [envbench-no-such-package]\n"
+                      "targets:\n  cpu: {device: cpu, label: c, price_per_hour: 0}\n")
+    proc = envbench(e2e_env, "build", "--matrix", matrix, "--reports", tmp_path, timeout=900)
+    assert proc.returncode == 1
+    assert "building broken failed; last lines of" in proc.stdout
+    assert "Unable to locate package envbench-no-such-package" in proc.stdout
+    assert "Traceback" not in proc.stdout
+
+
+def test_a_missing_base_image_is_named_and_never_pulled_offline(e2e_env, tmp_path):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("environments:\n  far:\n    torch: \"2.13.0\"\n"
+                      "    base: envbench-test/not-here:1\n"
+                      "targets:\n  cpu: {device: cpu, label: c, price_per_hour: 0}\n")
+    proc = envbench(e2e_env, "build", "--matrix", matrix, "--reports", tmp_path, "--offline")
+    assert proc.returncode == 1
+    assert "base image envbench-test/not-here:1 is not in the local engine" in proc.stdout
+    assert "Traceback" not in proc.stdout
