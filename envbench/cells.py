@@ -64,9 +64,7 @@ def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | N
             if (targets and target_name not in targets) or (kind and target.device != kind):
                 continue
             for values in itertools.product(*(bench.sweep[k] for k in keys)):
-                # Normalised through Settings, so YAML's bare `off` (false) reads as "off".
-                swept = Settings(**dict(base, **dict(zip(keys, values)))).model_dump()
-                variant = {k: swept[k] for k in keys}
+                variant = dict(zip(keys, values))
                 settings = dict(base, **variant)
                 for repeat in range(repeats):
                     cells.append(Cell(env_name, target_name, repeat, variant, settings))

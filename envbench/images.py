@@ -35,13 +35,15 @@ class Plan:
     dockerfile: str
     base: str
     wheelhouse: Path | None
+    # bench/'s sources as read once: the tag and the build context come from the same bytes.
+    bench_files: tuple[tuple[str, bytes], ...]
 
     @property
     def tag(self) -> str:
         digest = hashlib.sha256()
         digest.update(self.dockerfile.encode())
-        for path in sorted(BENCH_DIR.glob("*.py")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        for name, content in self.bench_files:
+            digest.update(name.encode() + b"\0" + content)
         for name, size in _wheel_listing(self.wheelhouse):
             digest.update(("%s %d\n" % (name, size)).encode())
         repo = re.sub(r"[^a-z0-9._-]+", "-", self.name.lower()).strip("._-")
@@ -112,7 +114,8 @@ def plan(name: str, env: Environment, matrix_dir: Path) -> Plan:
         python=env.python, torch=env.torch, cuda=env.cuda,
         index_url=_expand(env.index_url, where + ".index_url") if env.index_url else None,
         wheelhouse=wheelhouse is not None, requirements=requirements)
-    return Plan(name, env, text, base, wheelhouse)
+    bench_files = tuple((path.name, path.read_bytes()) for path in sorted(BENCH_DIR.glob("*.py")))
+    return Plan(name, env, text, base, wheelhouse, bench_files)
 
 
 def _context(p: Plan) -> tempfile.SpooledTemporaryFile[bytes]:
@@ -123,8 +126,10 @@ def _context(p: Plan) -> tempfile.SpooledTemporaryFile[bytes]:
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(dockerfile)
         tar.addfile(info, io.BytesIO(dockerfile))
-        for path in sorted(BENCH_DIR.glob("*.py")):
-            tar.add(str(path), arcname="bench/%s" % path.name)
+        for name, content in p.bench_files:
+            info = tarfile.TarInfo("bench/%s" % name)
+            info.size, info.mode = len(content), 0o644
+            tar.addfile(info, io.BytesIO(content))
         if p.wheelhouse is not None:
             for path in sorted(p.wheelhouse.iterdir()):
                 if path.is_file():

@@ -149,6 +149,7 @@ class Benchmark(Settings):
     @field_validator("sweep")
     @classmethod
     def _sweep(cls, sweep: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
+        normalised = {}
         for key, values in sweep.items():
             if key not in SWEEPABLE:
                 raise ValueError("%s: not sweepable (choose from %s)" % (key, ", ".join(SWEEPABLE)))
@@ -156,12 +157,14 @@ class Benchmark(Settings):
                 raise ValueError("%s: empty list (give at least one value)" % key)
             if len(set(map(str, values))) != len(values):
                 raise ValueError("%s: a value is repeated" % key)
+            checked = []
             for value in values:
                 try:
-                    Settings(**{key: value})
+                    checked.append(getattr(Settings(**{key: value}), key))
                 except ValidationError as exc:
                     raise ValueError("%s: %r: %s" % (key, value, exc.errors()[0]["msg"]))
-        return sweep
+            normalised[key] = tuple(checked)  # YAML's bare `off` (false) becomes "off"
+        return normalised
 
 
 class Matrix(_Strict):

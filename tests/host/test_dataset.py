@@ -1,0 +1,56 @@
+"""The CIFAR-10 download path, against a local archive: md5 checked, nothing corrupt kept."""
+from __future__ import annotations
+
+import io
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cifar_fixture import write_cifar  # noqa: E402
+
+from bench import data  # noqa: E402
+from envbench import dataset  # noqa: E402
+from envbench.errors import UserError  # noqa: E402
+
+
+@pytest.fixture
+def archive(tmp_path) -> Path:
+    write_cifar(str(tmp_path / "src"), per_batch=20, test_count=20)
+    path = tmp_path / "cifar-10-python.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(str(tmp_path / "src" / dataset.FOLDER), arcname=dataset.FOLDER)
+    return path
+
+
+def test_fetch_downloads_checks_md5_and_unpacks(tmp_path, archive):
+    out = io.StringIO()
+    root = dataset.fetch(tmp_path / "cache", url=archive.as_uri(), md5=dataset.md5sum(archive),
+                         out=out)
+    assert dataset.is_ready(root)
+    (train_x, _), (test_x, _) = data.load_cifar(str(root))
+    assert len(train_x) == 100 and len(test_x) == 20
+    assert "100.0%" in out.getvalue()  # the progress bar reached the end
+    again = io.StringIO()
+    dataset.fetch(tmp_path / "cache", url="file:///nowhere", md5="0", out=again)
+    assert "downloading" not in again.getvalue()  # cached: no second download
+
+
+def test_a_wrong_md5_is_refused_and_nothing_is_kept(tmp_path, archive):
+    cache = tmp_path / "cache"
+    with pytest.raises(UserError, match="md5 .* expected 0123"):
+        dataset.fetch(cache, url=archive.as_uri(), md5="0123", out=io.StringIO())
+    assert not dataset.is_ready(cache) and list(cache.iterdir()) == []
+
+
+def test_an_unreachable_source_is_a_clear_error(tmp_path):
+    with pytest.raises(UserError, match="downloading file:///no/such/file.tar.gz failed"):
+        dataset.fetch(tmp_path, url="file:///no/such/file.tar.gz", out=io.StringIO())
+
+
+def test_the_official_checksum_is_the_published_one():
+    assert dataset.MD5 == "c58f30108f718f92721af3b95e74349a"
+    assert dataset.URL.endswith("/cifar-10-python.tar.gz")
