@@ -43,8 +43,9 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR")
     report.add_argument("--baseline", default=None, metavar="TARGET",
                         help="target that speedups are measured against (default: a cpu one)")
-    report.add_argument("--matrix", type=Path, default=None,
-                        help="matrix for target_accuracy (default: matrix.yaml if present)")
+    report.add_argument("--target-accuracy", type=float, default=None, metavar="ACC",
+                        help="accuracy for 'time to accuracy' (default: the matrix's, as "
+                             "recorded in the results)")
     return p
 
 

@@ -91,6 +91,7 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
     names = list(dict.fromkeys(c.environment for c in cells))
     built, build_failures = build_images(client, m, names, opts, out)
+    goal = m.benchmark.target_accuracy
     gpu_problem: dict[str, str | None] = {}
     records: list[tuple[cellmod.Cell, dict[str, Any], bool]] = []
     total = len(cells)
@@ -102,7 +103,7 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
             if cell.environment in build_failures:
                 record = results.host_failure(cell, target.device, opts.synthetic, "BuildFailed",
                                               build_failures[cell.environment])
-                _store(path, record, cell, target, {}, opts)
+                _store(path, record, cell, target, {}, opts, goal)
                 records.append((cell, record, False))
                 print("%s … failed: image build failed" % prefix, file=out, flush=True)
                 continue
@@ -119,14 +120,14 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
                 if gpu_problem[cell.environment]:
                     record = results.host_failure(cell, target.device, opts.synthetic,
                                                   "GpuUnavailable", gpu_problem[cell.environment])
-                    _store(path, record, cell, target, image_info, opts)
+                    _store(path, record, cell, target, image_info, opts, goal)
                     records.append((cell, record, False))
                     print("%s … failed: %s" % (prefix, gpu_problem[cell.environment]),
                           file=out, flush=True)
                     continue
             print("%s …" % prefix, end="", file=out, flush=True)
             record = runner.run_cell(client, cell, target, image, mounts)
-            _store(path, record, cell, target, image_info, opts)
+            _store(path, record, cell, target, image_info, opts, goal)
             records.append((cell, record, False))
             print(" %s" % _figure(record), file=out, flush=True)
     except KeyboardInterrupt:
@@ -141,8 +142,9 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
 
 
 def _store(path: Path, record: dict[str, Any], cell: cellmod.Cell, target: matrix.Target,
-           image_info: dict[str, Any], opts: Options) -> None:
-    extra = {"quick": opts.quick, "cpus": runner.effective_cpus(target), "gpus": target.gpus}
+           image_info: dict[str, Any], opts: Options, goal: float | None) -> None:
+    extra = {"quick": opts.quick, "cpus": runner.effective_cpus(target), "gpus": target.gpus,
+             "target_accuracy": goal}
     results.annotate(record, cell, target.label, target.price_per_hour, image_info, extra)
     results.write(path, record)
     users.own(path)

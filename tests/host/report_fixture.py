@@ -1,0 +1,96 @@
+"""Result sets shaped like the classic write-up, for report tests and for looking at the page.
+
+24 cells: 2 environments × (RTX 3060, i7-11800H) × batch (32, 256) × 3 repeats, 5 epochs each,
+plus one failed cell and, on request, an environment with a hostile name.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+from bench import result
+
+HOSTILE = "<script>alert(1)</script>"
+# (device, label, price, epoch seconds at batch 256, at batch 32): the write-up's figures.
+TARGETS = {"gpu": ("cuda", "RTX 3060", 0.35, 23.4, 60.0),
+           "cpu": ("cpu", "i7-11800H", 0.10, 189.7, 318.0)}
+ENVIRONMENTS = {"seed-torch1.12-cu116": ("1.12.1+cu116", "11.6", 1.0),
+                "torch2.5-cu124": ("2.5.1+cu124", "12.4", 0.8)}
+
+
+def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Random,
+                torch: str = "2.5.1", cuda: str | None = "12.4", factor: float = 1.0) -> dict:
+    device, label, price, at256, at32 = TARGETS[target]
+    base = (at256 if batch == 256 else at32) * factor
+    config = {"device": device, "data": "/data", "synthetic": False, "epochs": 5,
+              "batch_size": batch, "pipeline": "classic", "workers": 2, "amp": "off",
+              "channels_last": False, "compile": "off", "accumulate": 1, "threads": None,
+              "seed": 0, "deterministic": True, "limit": None, "limit_test": None}
+    record = result.new_record(config)
+    record["status"] = "ok"
+    record["cell"] = {"environment": env, "target": target, "target_label": label,
+                      "price_per_hour": price, "repeat": repeat, "variant": {"batch_size": batch},
+                      "target_accuracy": 0.5}
+    record["env"] = {"python": "3.8.18" if torch.startswith("1.") else "3.12.7", "torch": torch,
+                     "torchvision": "0.13.1", "cuda": cuda, "cudnn": 8302,
+                     "device_name": "NVIDIA GeForce RTX 3060" if device == "cuda" else
+                     "11th Gen Intel(R) Core(TM) i7-11800H @ 2.30GHz",
+                     "driver": "535.104.05" if device == "cuda" else None,
+                     "cpu_model": "11th Gen Intel(R) Core(TM) i7-11800H @ 2.30GHz",
+                     "cpu_count": 16, "threads": 8, "bench_sha256": "ab" * 32,
+                     "image": {"tag": "envbench/%s:0123" % env,
+                               "id": "sha256:" + hashlib.sha256(env.encode()).hexdigest(),
+                               "base": "python:3.12-slim",
+                               "base_digest": "python@sha256:" + "cd" * 32}}
+    epochs = []
+    acc = 0.30
+    for epoch in range(5):
+        wall = base * (1.25 if epoch == 0 else 1.0) * (1 + rng.uniform(-0.02, 0.02))
+        acc = min(0.9, acc + 0.06)
+        gpu = device == "cuda"
+        share = {"data": 0.12 if gpu else 0.09, "h2d": 0.02 if gpu else 0.0,
+                 "forward": 0.25 if device == "cuda" else 0.18,
+                 "backward": 0.28 if device == "cuda" else 0.63, "optimizer": 0.08}
+        epochs.append({"epoch": epoch, "wall_s": round(wall, 4), "samples": 50000,
+                       "samples_per_s": round(50000 / wall, 3),
+                       "phases_s": {k: round(v * wall, 4) for k, v in share.items()},
+                       "train_loss": round(2.2 - 0.25 * epoch, 4), "test_acc": round(acc, 4),
+                       "test_s": round(wall * 0.1, 4)})
+    record["epochs"] = epochs
+    steady = sorted(e["wall_s"] for e in epochs[1:])
+    record["summary"] = {"epoch_s_median": (steady[1] + steady[2]) / 2,
+                         "first_epoch_s": epochs[0]["wall_s"],
+                         "samples_per_s": sorted(e["samples_per_s"] for e in epochs[1:])[2 - 1],
+                         "final_test_acc": epochs[-1]["test_acc"],
+                         "weights_sha256": "%s-%s-%d" % (env, target, batch)}
+    record["memory"] = {"host_peak_rss_bytes": int(3.4 * 2**30) if device == "cpu" else 2**31,
+                        "cgroup_peak_bytes": int(3.6 * 2**30), "swap_peak_bytes": 0,
+                        "gpu_peak_allocated_bytes": int(1.2 * 2**30) if device == "cuda" else None,
+                        "gpu_peak_reserved_bytes": int(1.4 * 2**30) if device == "cuda" else None}
+    return record
+
+
+def write_set(folder: Path, hostile: bool = False, failed: bool = True) -> list[dict]:
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(7)
+    records = []
+    for env, (torch, cuda, factor) in ENVIRONMENTS.items():
+        for target in TARGETS:
+            for batch in (32, 256):
+                for repeat in range(3):
+                    records.append(make_record(env, target, batch, repeat, rng, torch, cuda,
+                                               factor))
+    if hostile:
+        records.append(make_record(HOSTILE, "cpu", 256, 0, rng))
+    if failed:
+        bad = result.new_record(dict(records[0]["config"], batch_size=256))
+        bad["cell"] = dict(records[0]["cell"], environment="torch2.5-cu124", repeat=3,
+                           variant={"batch_size": 256})
+        bad["error"] = {"type": "OutOfMemory", "message": "CUDA out of memory <b>bold</b>"}
+        bad["env"] = {k: None for k in result.REQUIRED["env"]}
+        bad["log_tail"] = ["epoch 1/5 ...", "RuntimeError: CUDA out of memory"]
+        records.append(bad)
+    for i, record in enumerate(records):
+        result.write_atomic(str(folder / ("%03d.json" % i)), record)
+    return records
