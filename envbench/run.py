@@ -92,6 +92,7 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     names = list(dict.fromkeys(c.environment for c in cells))
     built, build_failures = build_images(client, m, names, opts, out)
     goal = m.benchmark.target_accuracy
+    overheads: list[float] = []  # per executed cell: host wall time minus bench's own
     gpu_problem: dict[str, str | None] = {}
     records: list[tuple[cellmod.Cell, dict[str, Any], bool]] = []
     total = len(cells)
@@ -126,7 +127,12 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
                           file=out, flush=True)
                     continue
             print("%s …" % prefix, end="", file=out, flush=True)
+            cell_started = time.perf_counter()
             record = runner.run_cell(client, cell, target, image, mounts)
+            host_s = time.perf_counter() - cell_started
+            if record.get("run_s") is not None:
+                overheads.append(host_s - record["run_s"])
+            record["host_s"] = round(host_s, 3)
             _store(path, record, cell, target, image_info, opts, goal)
             records.append((cell, record, False))
             print(" %s" % _figure(record), file=out, flush=True)
@@ -138,6 +144,10 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     elapsed = time.perf_counter() - started
     print("%d cells in %.1f s; results in %s, logs in %s"
           % (total, elapsed, opts.results_dir, opts.log_dir), file=out)
+    if overheads:
+        print("kit overhead per executed cell (container start/stop, result handling): "
+              "median %.2f s, max %.2f s" % (statistics.median(overheads), max(overheads)),
+              file=out)
     return 0 if all(r.get("status") == "ok" for _, r, _ in records) else 1
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,12 +63,16 @@ def container_options(cell: Cell, target: Target, image: Any, mounts: Mounts) ->
     return options
 
 
-def _follow(container: Any, log_path: Path, lines: list[str]) -> None:
-    with log_path.open("wb") as log:
-        for chunk in container.logs(stream=True, follow=True):
-            log.write(chunk)
-            log.flush()
-            lines.extend(chunk.decode(errors="replace").splitlines())
+def _save_logs(container: Any, log_path: Path) -> list[str]:
+    """The container's whole output, read once it has stopped (a stream that sat silent
+    through a long epoch could time out and lose the end, which is what matters)."""
+    try:
+        raw = container.logs(stdout=True, stderr=True)
+    except docker.errors.DockerException as exc:
+        raw = ("(logs unavailable: %s)\n" % exc).encode()
+    log_path.write_bytes(raw)
+    own(log_path)
+    return raw.decode(errors="replace").splitlines()
 
 
 def run_cell(client: docker.DockerClient, cell: Cell, target: Target, image: Any,
@@ -89,18 +92,14 @@ def run_cell(client: docker.DockerClient, cell: Cell, target: Target, image: Any
         message = gpu.explain(exc) if target.gpu_count else str(exc).strip()[:500]
         return _with_tail(results.host_failure(cell, device, synthetic, "ContainerError",
                                                message), lines)
-    follower = threading.Thread(target=_follow, args=(container, log_path, lines), daemon=True)
     try:
         container.start()
-        follower.start()
         try:
             exit_code = container.wait(timeout=target.timeout_s)["StatusCode"]
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             container.kill()
             exit_code = None
             error = ("Timeout", "the cell ran past the target's timeout_s=%d" % target.timeout_s)
-        follower.join(timeout=10)
-        own(log_path)
         if exit_code is not None and exit_code != 0:
             container.reload()
             if container.attrs.get("State", {}).get("OOMKilled"):
@@ -112,6 +111,7 @@ def run_cell(client: docker.DockerClient, cell: Cell, target: Target, image: Any
         message = gpu.explain(exc) if target.gpu_count else str(exc).strip()[:500]
         error = ("ContainerError", message)
     finally:
+        lines = _save_logs(container, log_path)
         try:
             container.remove(force=True)
         except docker.errors.DockerException:
