@@ -55,7 +55,7 @@ def compile_model(model, mode):
     return torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
 
 
-def make_deterministic(device):
+def make_deterministic():
     # cuBLAS needs a fixed workspace for reproducible results; it must be set before CUDA
     # initialises, which is why the CLI calls this before building anything on the device.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

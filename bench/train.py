@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import random
 import statistics
-import sys
 from time import perf_counter
 
 import torch
@@ -69,7 +68,7 @@ def run(config, record):
     """Train and fill ``record`` in place (so a failure keeps the epochs that finished)."""
     device = select_device(config["device"])
     if config["deterministic"]:
-        compat.make_deterministic(device)
+        compat.make_deterministic()
     torch.backends.cudnn.benchmark = bool(config["cudnn_benchmark"]) and not config["deterministic"]
     if config["threads"]:
         torch.set_num_threads(config["threads"])
@@ -138,7 +137,6 @@ def run(config, record):
         print("epoch %d/%d  %.2f s  %.0f img/s  loss %.4f  acc %.2f%%  (test %.2f s)"
               % (epoch + 1, config["epochs"], wall, samples / wall, train_loss,
                  100 * accuracy, test_s), flush=True)
-        sys.stdout.flush()
 
     record["memory"] = memory.snapshot(device)
     record["summary"] = summarise(record["epochs"], weights_sha256(net))
