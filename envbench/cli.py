@@ -39,8 +39,15 @@ def parser() -> argparse.ArgumentParser:
     data.add_argument("--url", default=None, help="another source of cifar-10-python.tar.gz")
     sub.add_parser("base-image", help="build the local Debian base image (debootstrap)")
     report = sub.add_parser("report", help="render reports/index.html, summary.md, results.csv")
-    report.add_argument("results", nargs="*", type=Path, help="result folders or files")
-    report.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR")
+    report.add_argument("results", nargs="*", type=Path,
+                        help="result folders or files (default: REPORTS/results)")
+    report.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="where to write (default: REPORTS)")
+    # `nox -s bench-cpu report -- OPTIONS` hands both sessions the same options: the report
+    # honours --reports and accepts the run's selection options without using them.
+    _matrix_options(report)
+    report.add_argument("--synthetic", action="store_true", help=argparse.SUPPRESS)
+    report.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)
     report.add_argument("--baseline", default=None, metavar="TARGET",
                         help="target that speedups are measured against (default: a cpu one)")
     report.add_argument("--target-accuracy", type=float, default=None, metavar="ACC",

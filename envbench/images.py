@@ -152,8 +152,9 @@ def ensure_base(client: docker.DockerClient, base: str, allow_pull: bool, out: T
     try:
         return client.images.pull(base)
     except docker.errors.DockerException as exc:
+        reason = getattr(exc, "explanation", None) or str(exc)
         raise UserError("base image %s is not in the local engine and could not be pulled "
-                        "(%s). %s" % (base, str(exc).strip()[:300], hint))
+                        "(%s). %s" % (base, str(reason).strip()[:300], hint))
 
 
 def base_digest(image: Any) -> str:

@@ -68,20 +68,14 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
     effects = reportdata.effects(groups)
     environments = sorted({g.environment for g in groups})
     sizes = reportdata.batch_sizes(groups)
-    batch_table = []  # (environment, target label, {batch size: Speedup})
-    for env in environments:
-        for target in sorted({g.target for g in groups if g.environment == env}):
-            if target == base:
-                continue
-            row = {}
-            for g in groups:
-                if g.environment == env and g.target == target and g.key in speedups:
-                    size = (g.ok or g.records)[0]["config"].get("batch_size")
-                    if set(g.variant) <= {"batch_size"}:
-                        row[size] = speedups[g.key]
-            if row:
-                label = next(g.target_label for g in groups if g.target == target)
-                batch_table.append((env, label, row))
+    # (environment, target label, the variant's other keys, {batch size: Speedup})
+    batch_rows: dict[tuple[str, str, str], dict[int, Any]] = {}
+    for g in groups:
+        if g.target != base and g.key in speedups and "batch_size" in g.variant:
+            rest = variant_text({k: v for k, v in g.variant.items() if k != "batch_size"})
+            row = batch_rows.setdefault((g.environment, g.target_label, rest), {})
+            row[int(g.variant["batch_size"])] = speedups[g.key]
+    batch_table = [(env, label, rest, row) for (env, label, rest), row in batch_rows.items()]
     columns, rows, values, differ = reportdata.fingerprints(groups)
     failures = [(g, r) for g in groups for r in g.failed]
     repeats = sorted({len(g.records) for g in groups})
@@ -182,8 +176,8 @@ def render(paths: list[Path], out: Path, baseline: str | None = None,
 
 
 def main(args: argparse.Namespace) -> int:
-    paths = args.results or [Path("reports") / "results"]
-    written = render(paths, args.out, args.baseline, args.target_accuracy)
+    paths = args.results or [args.reports / "results"]
+    written = render(paths, args.out or args.reports, args.baseline, args.target_accuracy)
     for path in written.values():
         print("wrote %s (%.1f kB)" % (path, path.stat().st_size / 1000), file=sys.stdout)
     return 0

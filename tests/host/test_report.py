@@ -56,6 +56,12 @@ def test_headline_numbers_equal_those_computed_from_the_json(rendered):
             cells_row = _row(page, "%s|gpu|batch_size=%d" % (env, batch), "cells")
             price_epoch = 0.35 * gpu / 3600
             assert ">%s<" % report.money(price_epoch) in cells_row
+    batch = re.search(r'<table class="batch">.*?</table>', page, flags=re.S).group(0)
+    for env in ("seed-torch1.12-cu116", "torch2.5-cu124"):
+        row = re.search(r"<tr><td>%s</td><td>RTX 3060</td>.*?</tr>" % env, batch, re.S).group(0)
+        expected = ["%.2f×" % (median_epoch(env, "cpu", b) / median_epoch(env, "gpu", b))
+                    for b in (32, 256)]
+        assert re.findall(r'<td class="n">([^<]*)</td>', row) == expected
     seed_row = _row(page, "seed-torch1.12-cu116|gpu|batch_size=256")
     assert ">12.0%<" in seed_row and ">28.0%<" in seed_row  # data and backward shares
     # The write-up's shape: ~8.1x at batch 256 falling to ~5.3x at 32.
@@ -153,13 +159,19 @@ def test_required_keys_only_noisy_cells_and_the_baseline_option(tmp_path):
     minimal["summary"].update(epoch_s_median=10.0, first_epoch_s=10.0, samples_per_s=10.0,
                               final_test_acc=0.1)
     gpu = make_record("noisy-env", "gpu", 256, 0, rng)
-    for i, record in enumerate((noisy, minimal, gpu)):
+    # A failure the host recorded (e.g. the image did not build): no epochs, no log tail.
+    unbuilt = result.new_record({k: None for k in result.REQUIRED["config"]})
+    unbuilt["cell"] = dict(minimal["cell"], environment="unbuilt")
+    unbuilt["env"] = {k: None for k in result.REQUIRED["env"]}
+    unbuilt["error"] = {"type": "BuildFailed", "message": "base image x is not in the engine"}
+    for i, record in enumerate((noisy, minimal, gpu, unbuilt)):
         assert result.validate(record) == []
         result.write_atomic(str(folder / ("%d.json" % i)), record)
     (folder / "junk.json").write_text("{not json")
     page = report.render([folder], tmp_path / "out")["html"].read_text()
     assert "noisy" in _row(page, "noisy-env|cpu|batch_size=256", "cells")
     assert "junk.json" in page  # files not used are listed, not silently dropped
+    assert "BuildFailed" in page and "base image x is not in the engine" in page
     bare = _row(page, "bare|cpu|—", "cells")
     assert bare.count("—") >= 3  # no price, no target accuracy...
     by_gpu = report.render([folder], tmp_path / "gpu", baseline="gpu")["html"].read_text()
