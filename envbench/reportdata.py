@@ -272,7 +272,7 @@ def batch_sizes(groups: list[Group]) -> list[int]:
 def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
                                                  dict[str, list[Any]], set[str]]:
     """Columns (environment, target), row names, values per row, and rows that differ."""
-    columns, values = [], {}
+    values: dict[str, list[Any]] = {}
     seen: dict[tuple[str, str], dict[str, Any]] = {}
     for g in groups:
         record = (g.ok or g.records)[0]
