@@ -17,7 +17,7 @@ SEED = Environment(python="3.8", torch="1.12.1", torchvision="0.13.1", cuda="11.
 def test_cuda_image_pins_the_stack_and_checks_it_at_build_time():
     text = images.plan("seed", SEED, Path(".")).dockerfile
     assert text.startswith("# Rendered by envbench") and "FROM python:3.8-slim" in text
-    assert ("pip install --index-url https://wheels.example/cu116 torch==1.12.1 "
+    assert ("pip install --extra-index-url https://wheels.example/cu116 torch==1.12.1 "
             "torchvision==0.13.1") in text
     assert "assert c == '11.6'" in text and "assert t.startswith('1.12.1')" in text
     assert "NVIDIA_VISIBLE_DEVICES=all" in text
@@ -56,7 +56,7 @@ def test_variables_custom_templates_and_wheelhouses(tmp_path, monkeypatch):
     with pytest.raises(UserError, match=r"environments.x.index_url: \$\{ENVBENCH_TEST_INDEX\}"):
         images.plan("x", env, tmp_path)
     monkeypatch.setenv("ENVBENCH_TEST_INDEX", "https://idx.example/")
-    assert "--index-url https://idx.example/cpu " in images.plan("x", env, tmp_path).dockerfile
+    assert "--extra-index-url https://idx.example/cpu " in images.plan("x", env, tmp_path).dockerfile
 
     (tmp_path / "mine.j2").write_text("{% extends 'cpu.Dockerfile.j2' %}\n"
                                       "{% block device_env %}ENV MINE=1{% endblock %}\n")
