@@ -83,6 +83,68 @@ def _data_dir(opts: Options) -> Path | None:
     return root
 
 
+@dataclass
+class _Session:
+    """One `bench` invocation: what every cell needs, and the figures gathered on the way."""
+
+    client: docker.DockerClient
+    matrix: matrix.Matrix
+    opts: Options
+    mounts: runner.Mounts
+    built: dict[str, Any]
+    build_failures: dict[str, str]
+    gpu_problems: dict[str, str | None] = field(default_factory=dict)
+    overheads: list[float] = field(default_factory=list)  # host wall minus bench's own time
+
+    def run(self, cell: cellmod.Cell) -> tuple[dict[str, Any], str]:
+        """Run or reuse one cell; return its record and the end of its progress line."""
+        target = self.matrix.targets[cell.target]
+        path = results.path_for(self.opts.results_dir, cell)
+        if cell.environment in self.build_failures:
+            message = self.build_failures[cell.environment]
+            return self._failed(cell, target, {}, "BuildFailed", message), \
+                "failed: image build failed"
+        p, image, base_digest = self.built[cell.environment]
+        image_info = {"tag": p.tag, "id": image.id, "base": p.base, "base_digest": base_digest}
+        stored = results.read(path)
+        if results.is_current(stored, cell, image.id, self.opts.synthetic):
+            return stored, "cached " + _figure(stored)
+        problem = self._gpu_problem(cell, target, image)
+        if problem:
+            return self._failed(cell, target, image_info, "GpuUnavailable", problem), \
+                "failed: " + problem
+        started = time.perf_counter()
+        record = runner.run_cell(self.client, cell, target, image, self.mounts)
+        record["host_s"] = round(time.perf_counter() - started, 3)
+        if record.get("run_s") is not None:
+            self.overheads.append(record["host_s"] - record["run_s"])
+        self._store(path, record, cell, target, image_info)
+        return record, _figure(record)
+
+    def _gpu_problem(self, cell: cellmod.Cell, target: matrix.Target, image: Any) -> str | None:
+        """Probe GPU access once per image; None when the target has no GPUs or they work."""
+        if not target.gpu_count:
+            return None
+        if cell.environment not in self.gpu_problems:
+            self.gpu_problems[cell.environment] = gpu.probe(self.client, image, target.gpu_count)
+        return self.gpu_problems[cell.environment]
+
+    def _failed(self, cell: cellmod.Cell, target: matrix.Target, image_info: dict[str, Any],
+                kind: str, message: str) -> dict[str, Any]:
+        record = results.host_failure(cell, target.device, self.opts.synthetic, kind, message)
+        self._store(results.path_for(self.opts.results_dir, cell), record, cell, target,
+                    image_info)
+        return record
+
+    def _store(self, path: Path, record: dict[str, Any], cell: cellmod.Cell,
+               target: matrix.Target, image_info: dict[str, Any]) -> None:
+        extra = {"quick": self.opts.quick, "cpus": runner.effective_cpus(target),
+                 "gpus": target.gpus, "target_accuracy": self.matrix.benchmark.target_accuracy}
+        results.annotate(record, cell, target.label, target.price_per_hour, image_info, extra)
+        results.write(path, record)
+        users.own(path)
+
+
 def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     started = time.perf_counter()
     m, cells = plan_cells(opts)
@@ -91,73 +153,27 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
     names = list(dict.fromkeys(c.environment for c in cells))
     built, build_failures = build_images(client, m, names, opts, out)
-    goal = m.benchmark.target_accuracy
-    overheads: list[float] = []  # per executed cell: host wall time minus bench's own
-    gpu_problem: dict[str, str | None] = {}
-    records: list[tuple[cellmod.Cell, dict[str, Any], bool]] = []
-    total = len(cells)
+    session = _Session(client, m, opts, mounts, built, build_failures)
+    records: list[tuple[cellmod.Cell, dict[str, Any]]] = []
     try:
         for index, cell in enumerate(cells, 1):
-            target = m.targets[cell.target]
-            path = results.path_for(opts.results_dir, cell)
-            prefix = "[%d/%d] %s" % (index, total, cell.label)
-            if cell.environment in build_failures:
-                record = results.host_failure(cell, target.device, opts.synthetic, "BuildFailed",
-                                              build_failures[cell.environment])
-                _store(path, record, cell, target, {}, opts, goal)
-                records.append((cell, record, False))
-                print("%s … failed: image build failed" % prefix, file=out, flush=True)
-                continue
-            p, image, base_digest = built[cell.environment]
-            image_info = {"tag": p.tag, "id": image.id, "base": p.base, "base_digest": base_digest}
-            stored = results.read(path)
-            if results.is_current(stored, cell, image.id, opts.synthetic):
-                records.append((cell, stored, True))
-                print("%s … cached %s" % (prefix, _figure(stored)), file=out, flush=True)
-                continue
-            if target.gpu_count:
-                if cell.environment not in gpu_problem:
-                    gpu_problem[cell.environment] = gpu.probe(client, image, target.gpu_count)
-                if gpu_problem[cell.environment]:
-                    record = results.host_failure(cell, target.device, opts.synthetic,
-                                                  "GpuUnavailable", gpu_problem[cell.environment])
-                    _store(path, record, cell, target, image_info, opts, goal)
-                    records.append((cell, record, False))
-                    print("%s … failed: %s" % (prefix, gpu_problem[cell.environment]),
-                          file=out, flush=True)
-                    continue
-            print("%s …" % prefix, end="", file=out, flush=True)
-            cell_started = time.perf_counter()
-            record = runner.run_cell(client, cell, target, image, mounts)
-            host_s = time.perf_counter() - cell_started
-            if record.get("run_s") is not None:
-                overheads.append(host_s - record["run_s"])
-            record["host_s"] = round(host_s, 3)
-            _store(path, record, cell, target, image_info, opts, goal)
-            records.append((cell, record, False))
-            print(" %s" % _figure(record), file=out, flush=True)
+            print("[%d/%d] %s …" % (index, len(cells), cell.label), end="", file=out, flush=True)
+            record, outcome = session.run(cell)
+            records.append((cell, record))
+            print(" " + outcome, file=out, flush=True)
     except KeyboardInterrupt:
         print("\ninterrupted: %d finished cells are kept in %s; run the same command again "
               "to run only the missing ones" % (len(records), opts.results_dir), file=out)
         return 130
     _summary(records, out)
-    elapsed = time.perf_counter() - started
     print("%d cells in %.1f s; results in %s, logs in %s"
-          % (total, elapsed, opts.results_dir, opts.log_dir), file=out)
-    if overheads:
+          % (len(cells), time.perf_counter() - started, opts.results_dir, opts.log_dir),
+          file=out)
+    if session.overheads:
         print("kit overhead per executed cell (container start/stop, result handling): "
-              "median %.2f s, max %.2f s" % (statistics.median(overheads), max(overheads)),
-              file=out)
-    return 0 if all(r.get("status") == "ok" for _, r, _ in records) else 1
-
-
-def _store(path: Path, record: dict[str, Any], cell: cellmod.Cell, target: matrix.Target,
-           image_info: dict[str, Any], opts: Options, goal: float | None) -> None:
-    extra = {"quick": opts.quick, "cpus": runner.effective_cpus(target), "gpus": target.gpus,
-             "target_accuracy": goal}
-    results.annotate(record, cell, target.label, target.price_per_hour, image_info, extra)
-    results.write(path, record)
-    users.own(path)
+              "median %.2f s, max %.2f s"
+              % (statistics.median(session.overheads), max(session.overheads)), file=out)
+    return 0 if all(r.get("status") == "ok" for _, r in records) else 1
 
 
 def _figure(record: dict[str, Any]) -> str:
@@ -170,10 +186,10 @@ def _figure(record: dict[str, Any]) -> str:
         100 * (summary["final_test_acc"] or 0))
 
 
-def _summary(records: list[tuple[cellmod.Cell, dict[str, Any], bool]], out: TextIO) -> None:
+def _summary(records: list[tuple[cellmod.Cell, dict[str, Any]]], out: TextIO) -> None:
     """Median epoch time over repeats per (environment, target, variant)."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for cell, record, _ in records:
+    for cell, record in records:
         variant = " ".join("%s=%s" % kv for kv in sorted(cell.variant.items())) or "-"
         groups.setdefault((cell.environment, cell.target, variant), []).append(record)
     rows = [("environment", "target", "variant", "ok", "s/epoch (median)", "img/s", "acc")]

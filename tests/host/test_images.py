@@ -56,7 +56,8 @@ def test_variables_custom_templates_and_wheelhouses(tmp_path, monkeypatch):
     with pytest.raises(UserError, match=r"environments.x.index_url: \$\{ENVBENCH_TEST_INDEX\}"):
         images.plan("x", env, tmp_path)
     monkeypatch.setenv("ENVBENCH_TEST_INDEX", "https://idx.example/")
-    assert "--extra-index-url https://idx.example/cpu " in images.plan("x", env, tmp_path).dockerfile
+    rendered = images.plan("x", env, tmp_path).dockerfile
+    assert "--extra-index-url https://idx.example/cpu " in rendered
 
     (tmp_path / "mine.j2").write_text("{% extends 'cpu.Dockerfile.j2' %}\n"
                                       "{% block device_env %}ENV MINE=1{% endblock %}\n")
