@@ -184,3 +184,30 @@ def test_a_missing_base_image_is_named_and_never_pulled_offline(e2e_env, tmp_pat
     assert proc.returncode == 1
     assert "base image envbench-test/not-here:1 is not in the local engine" in proc.stdout
     assert "Traceback" not in proc.stdout
+
+
+def test_a_gpu_target_through_the_cli_fails_every_gpu_cell_with_one_sentence(e2e_env, cifar,
+                                                                            tmp_path):
+    """A stack that claims CUDA (its template skips the CUDA check, so it builds here) on a
+    GPU target: the run probes once, records each GPU cell as failed, and goes on."""
+    (tmp_path / "nocheck.j2").write_text('{% extends "_stack.Dockerfile.j2" %}\n')
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "environments:\n"
+        "  claims-cuda:\n"
+        "    python: \"3.11\"\n    torch: \"2.13.0\"\n    cuda: \"12.4\"\n"
+        "    base: \"${ENVBENCH_BASE}\"\n    apt: [python3, python3-venv]\n"
+        "    wheelhouse: \"${ENVBENCH_WHEELHOUSE}\"\n    dockerfile: nocheck.j2\n"
+        "targets:\n"
+        "  gpu: {device: cuda, gpus: all, label: \"A GPU\", price_per_hour: 1.0}\n"
+        "benchmark: {epochs: 1, batch_size: 32, pipeline: resident, repeats: 2, limit: 64}\n")
+    proc = envbench(e2e_env, "bench", "--matrix", matrix, "--synthetic", "--kind", "cuda",
+                    "--reports", tmp_path / "reports")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert proc.stdout.count(gpu.NO_RUNTIME) == 2 and "Traceback" not in proc.stdout
+    records = _results(tmp_path / "reports")
+    assert len(records) == 2
+    for record in records.values():
+        assert record["status"] == "failed"
+        assert record["error"] == {"type": "GpuUnavailable", "message": gpu.NO_RUNTIME}
+        assert record["cell"]["target_label"] == "A GPU" and record["env"]["image"]["id"]
