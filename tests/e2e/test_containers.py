@@ -211,3 +211,14 @@ def test_a_gpu_target_through_the_cli_fails_every_gpu_cell_with_one_sentence(e2e
         assert record["status"] == "failed"
         assert record["error"] == {"type": "GpuUnavailable", "message": gpu.NO_RUNTIME}
         assert record["cell"]["target_label"] == "A GPU" and record["env"]["image"]["id"]
+
+
+def test_a_cell_killed_at_the_memory_limit_is_recorded_as_out_of_memory(client, first_run,
+                                                                         tmp_path):
+    image = _image(client, first_run, "debian-torch1.13")
+    target = Target(device="cpu", memory="48m", label="tiny", price_per_hour=0)
+    record = runner.run_cell(client, _cell(), target, image,
+                             runner.Mounts(tmp_path, tmp_path, None))
+    assert record["status"] == "failed"
+    assert record["error"]["type"] == "OutOfMemory", record["error"]
+    assert "memory limit (48m)" in record["error"]["message"]
