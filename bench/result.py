@@ -86,15 +86,14 @@ def validate(record):
     return problems
 
 
-def write_atomic(path, record):
-    """Write JSON so that a reader sees the old file or the whole new one, never a torn one."""
+def write_text_atomic(path, text):
+    """Write a file so that a reader sees the old one or the whole new one, never a torn one."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1, sort_keys=True)
-            f.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
@@ -103,6 +102,10 @@ def write_atomic(path, record):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_atomic(path, record):
+    write_text_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 def read(path):

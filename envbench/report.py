@@ -4,15 +4,14 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from envbench import charts, reportdata
+from bench import result
+from envbench import charts, reportdata, stats
 from envbench.errors import UserError
 from envbench.reportdata import Group, variant_text
 
@@ -98,44 +97,53 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
     }
 
 
+def _cost_per_epoch(r: dict[str, Any]) -> float | None:
+    price, epoch = r["cell"].get("price_per_hour"), r["summary"].get("epoch_s_median")
+    return None if price is None or epoch is None else round(price * epoch / 3600, 8)
+
+
+def _phase_median(phase: str):
+    def value(r: dict[str, Any]) -> float | None:
+        steady = r["epochs"][1:] or r["epochs"]
+        seconds = [e["phases_s"].get(phase) or 0.0 for e in steady]
+        return round(stats.median(seconds), 6) if seconds else None
+    return value
+
+
+def _field(section: str, key: str):
+    return lambda r: r[section].get(key)
+
+
+# results.csv: one row per result file (failed ones included), one column per function.
+CSV_COLUMNS: list[tuple[str, Any]] = [
+    ("environment", _field("cell", "environment")),
+    ("target", _field("cell", "target")),
+    ("target_label", _field("cell", "target_label")),
+    ("variant", lambda r: variant_text(r["cell"].get("variant") or {})),
+    ("repeat", _field("cell", "repeat")),
+    ("status", lambda r: r["status"]),
+    ("error_type", lambda r: (r.get("error") or {}).get("type", "")),
+    *[(key, _field("summary", key))
+      for key in ("epoch_s_median", "first_epoch_s", "samples_per_s", "final_test_acc")],
+    *[("phase_%s_s" % p, _phase_median(p)) for p in result.PHASES],
+    *[(key, _field("memory", key))
+      for key in ("gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes", "host_peak_rss_bytes")],
+    ("price_per_hour", _field("cell", "price_per_hour")),
+    ("cost_per_epoch", _cost_per_epoch),
+    *[(key, _field("env", key)) for key in ("torch", "cuda", "device_name")],
+    ("image_id", lambda r: (r["env"].get("image") or {}).get("id")),
+    ("bench_sha256", _field("env", "bench_sha256")),
+]
+
+
 def results_csv(groups: list[Group]) -> str:
-    """One row per result file (repeat), failed ones included."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    phases = ["data", "h2d", "forward", "backward", "optimizer"]
-    writer.writerow(["environment", "target", "target_label", "variant", "repeat", "status",
-                     "error_type", "epoch_s_median", "first_epoch_s", "samples_per_s",
-                     "final_test_acc"] + ["phase_%s_s" % p for p in phases]
-                    + ["gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes",
-                       "host_peak_rss_bytes", "price_per_hour", "cost_per_epoch", "torch",
-                       "cuda", "device_name", "image_id", "bench_sha256"])
+    writer.writerow([name for name, _ in CSV_COLUMNS])
     for g in groups:
         for r in g.records:
-            s, env, mem = r["summary"], r["env"], r["memory"]
-            steady = r["epochs"][1:] or r["epochs"]
-            phase_medians = [_median([e["phases_s"].get(p) or 0.0 for e in steady])
-                             for p in phases]
-            price = r["cell"].get("price_per_hour")
-            cost = price * s["epoch_s_median"] / 3600 if price is not None and \
-                s.get("epoch_s_median") is not None else None
-            writer.writerow([g.environment, g.target, g.target_label, variant_text(g.variant),
-                             r["cell"].get("repeat"), r["status"],
-                             (r.get("error") or {}).get("type", ""), s.get("epoch_s_median"),
-                             s.get("first_epoch_s"), s.get("samples_per_s"),
-                             s.get("final_test_acc")] + phase_medians
-                            + [mem.get("gpu_peak_allocated_bytes"),
-                               mem.get("gpu_peak_reserved_bytes"),
-                               mem.get("host_peak_rss_bytes"), price,
-                               None if cost is None else round(cost, 8), env.get("torch"),
-                               env.get("cuda"), env.get("device_name"),
-                               (env.get("image") or {}).get("id"), env.get("bench_sha256")])
+            writer.writerow([value(r) for _, value in CSV_COLUMNS])
     return buffer.getvalue()
-
-
-def _median(values: list[float]) -> float | None:
-    from envbench.stats import median
-
-    return round(median(values), 6) if values else None
 
 
 def _markdown_safe(value: Any) -> Any:
@@ -144,14 +152,6 @@ def _markdown_safe(value: Any) -> Any:
         return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") \
             .replace("|", "\\|")
     return value
-
-
-def _write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
 
 
 def render(paths: list[Path], out: Path, baseline: str | None = None,
@@ -166,12 +166,12 @@ def render(paths: list[Path], out: Path, baseline: str | None = None,
     env = jinja_env()
     out.mkdir(parents=True, exist_ok=True)
     written = {"html": out / "index.html", "md": out / "summary.md", "csv": out / "results.csv"}
-    _write(written["html"], env.get_template("report.html.j2").render(**context))
+    result.write_text_atomic(written["html"], env.get_template("report.html.j2").render(**context))
     md_env = jinja_env()
     md_env.autoescape = False
     md_env.finalize = _markdown_safe
-    _write(written["md"], md_env.get_template("summary.md.j2").render(**context))
-    _write(written["csv"], results_csv(context["groups"]))
+    result.write_text_atomic(written["md"], md_env.get_template("summary.md.j2").render(**context))
+    result.write_text_atomic(written["csv"], results_csv(context["groups"]))
     return written
 
 
