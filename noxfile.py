@@ -88,16 +88,18 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
     if session.posargs:
         return  # a selection of tests was asked for: run just that
-    probe = [DEBIAN_PYTHON, "-c", "import torch, torchvision, pytest"]
+    probe = [DEBIAN_PYTHON, "-c", "import torch, torchvision, pytest, jsonschema"]
     if shutil.which(DEBIAN_PYTHON) and subprocess.run(probe, capture_output=True).returncode == 0:
         session.run(DEBIAN_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "tests/bench",
                     external=True, env={"PYTHONDONTWRITEBYTECODE": "1"})
     elif os.environ.get("CI"):
-        session.error("%s lacks torch, torchvision or pytest (Debian's python3-torch, "
-                      "python3-torchvision, python3-pytest): .ci/run installs them" % DEBIAN_PYTHON)
+        session.error("%s lacks torch, torchvision, pytest or jsonschema (Debian's python3-torch, "
+                      "python3-torchvision, python3-pytest, python3-jsonschema): .ci/run installs "
+                      "them" % DEBIAN_PYTHON)
     else:
         session.warn("bench's tests on the old stack (torch 1.13) and the classic pipeline were "
-                     "not run: apt-get install python3-torch python3-torchvision python3-pytest")
+                     "not run: apt-get install python3-torch python3-torchvision python3-pytest "
+                     "python3-jsonschema")
 
 
 @nox.session(name="overhead")

@@ -7,15 +7,20 @@ import platform
 import subprocess
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+# What bench is made of: its code and its result schema. The image build ships exactly these.
+SOURCE_SUFFIXES = (".py", ".json")
+
+
+def source_names(folder=BENCH_DIR):
+    return sorted(n for n in os.listdir(folder) if n.endswith(SOURCE_SUFFIXES))
 
 
 def bench_sha256():
     """Hash of bench/'s sources (names and bytes), so results prove which benchmark ran."""
     digest = hashlib.sha256()
-    for name in sorted(os.listdir(BENCH_DIR)):
-        if name.endswith(".py"):
-            with open(os.path.join(BENCH_DIR, name), "rb") as f:
-                digest.update(name.encode() + b"\0" + f.read() + b"\0")
+    for name in source_names():
+        with open(os.path.join(BENCH_DIR, name), "rb") as f:
+            digest.update(name.encode() + b"\0" + f.read() + b"\0")
     return digest.hexdigest()
 
 

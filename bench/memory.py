@@ -1,17 +1,21 @@
-"""Peak memory: host RSS (self + DataLoader workers), the cgroup's peak, swap, GPU."""
+"""Peak memory: bench's RSS, its largest worker's, the container's (cgroup) peak, swap, GPU."""
 from __future__ import annotations
 
 import os
 import resource
 
 
-def host_peak_rss_bytes():
-    # ru_maxrss is in KiB on Linux. RUSAGE_CHILDREN covers workers that have exited (the
-    # DataLoader joins them each epoch); it is the largest child, so with concurrent workers
-    # this is a lower bound. The cgroup peak below is the exact figure where it exists.
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return (own + children) * 1024
+def rss_peaks():
+    """(bench's own peak RSS, the largest single child's peak RSS) in bytes.
+
+    ru_maxrss is in KiB on Linux. RUSAGE_CHILDREN covers DataLoader workers that have exited
+    (the DataLoader joins them each epoch) and gives the largest one's peak. The two are
+    maxima at different times, so their sum is no peak: they are reported apart, and the
+    container's true peak is the cgroup's.
+    """
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return own, (children or None)
 
 
 def _cgroup_dirs():
@@ -45,28 +49,39 @@ def _read_int(path):
 
 
 def cgroup_peaks():
-    """(memory peak, swap peak) of this cgroup in bytes; None where the kernel has no counter."""
+    """(memory peak, swap peak, how the swap peak was found) of this cgroup, in bytes.
+
+    cgroup v2 keeps true peaks of both. v1 keeps the peak of memory and of memory+swap,
+    taken at different times: their difference is a lower bound of the swap peak, and is
+    named so. None where the kernel keeps no such counter.
+    """
     for version, folder in _cgroup_dirs():
         if version == "v2":
             peak = _read_int(os.path.join(folder, "memory.peak"))
             if peak is not None:
-                return peak, _read_int(os.path.join(folder, "memory.swap.peak"))
+                swap = _read_int(os.path.join(folder, "memory.swap.peak"))
+                return peak, swap, ("cgroup2 memory.swap.peak" if swap is not None else None)
         else:
             peak = _read_int(os.path.join(folder, "memory.max_usage_in_bytes"))
             if peak is not None:
                 both = _read_int(os.path.join(folder, "memory.memsw.max_usage_in_bytes"))
-                return peak, (max(0, both - peak) if both is not None else None)
-    return None, None
+                if both is None:
+                    return peak, None, None
+                return peak, max(0, both - peak), "cgroup1 lower bound"
+    return None, None, None
 
 
 def snapshot(device):
     import torch
 
-    cgroup_peak, swap_peak = cgroup_peaks()
+    cgroup_peak, swap_peak, swap_method = cgroup_peaks()
+    own, worker = rss_peaks()
     record = {
-        "host_peak_rss_bytes": host_peak_rss_bytes(),
+        "process_rss_peak_bytes": own,
+        "worker_rss_peak_bytes": worker,
         "cgroup_peak_bytes": cgroup_peak,
         "swap_peak_bytes": swap_peak,
+        "swap_peak_method": swap_method,
         "gpu_peak_allocated_bytes": None,
         "gpu_peak_reserved_bytes": None,
     }

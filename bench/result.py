@@ -1,39 +1,37 @@
 """The result JSON: the one contract between bench (in containers) and the host.
 
-Torch-free and Python 3.8 compatible: the host imports this module to read and validate
-results, bench imports it to write them.
+The contract itself is ``result.schema.json`` beside this file (JSON Schema 2020-12): types,
+ranges, enums and nullability of every field. This module writes records in that shape and
+stays torch-free, dependency-free and Python 3.8 compatible, because it runs inside every
+image. Validation needs a JSON Schema validator, which images do not carry: the host
+(``envbench.contract``) and bench's tests validate with ``jsonschema``.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 
-SCHEMA = "envbench.result/1"
-STATUSES = ("ok", "failed")
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "result.schema.json")
+with open(SCHEMA_PATH, encoding="utf-8") as _f:
+    SCHEMA_DOCUMENT = json.load(_f)
+SCHEMA = SCHEMA_DOCUMENT["properties"]["schema"]["const"]
+STATUSES = tuple(SCHEMA_DOCUMENT["properties"]["status"]["enum"])
 
-# Required keys per section. Values may be null where not measurable; a key may not be absent.
-REQUIRED = {
-    "cell": ("environment", "target", "target_label", "price_per_hour", "repeat", "variant"),
-    "config": ("device", "data", "synthetic", "epochs", "batch_size", "pipeline", "workers",
-               "amp", "channels_last", "compile", "accumulate", "threads", "seed",
-               "deterministic", "limit"),
-    "env": ("python", "torch", "torchvision", "cuda", "cudnn", "device_name", "driver",
-            "cpu_model", "cpu_count", "threads", "bench_sha256", "image"),
-    "memory": ("host_peak_rss_bytes", "cgroup_peak_bytes", "swap_peak_bytes",
-               "gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes"),
-    "summary": ("epoch_s_median", "first_epoch_s", "samples_per_s", "final_test_acc",
-                "weights_sha256"),
-}
-EPOCH_KEYS = ("epoch", "wall_s", "samples", "samples_per_s", "phases_s", "train_loss",
-              "test_acc", "test_s")
-PHASES = ("data", "h2d", "forward", "backward", "optimizer")
+_DEFS = SCHEMA_DOCUMENT["$defs"]
+# Required keys per section, read from the schema so that there is one list, not two.
+REQUIRED = {section: tuple(_DEFS[section]["required"])
+            for section in ("cell", "config", "env", "memory", "summary")}
+EPOCH_KEYS = tuple(_DEFS["epoch"]["required"])
+PHASES = tuple(_DEFS["epoch"]["properties"]["phases_s"]["required"])
 
 
 def empty_cell():
     """The cell section as bench leaves it; the host runner fills it in."""
-    return {"environment": None, "target": None, "target_label": None,
-            "price_per_hour": None, "repeat": None, "variant": {}}
+    cell = dict.fromkeys(REQUIRED["cell"])
+    cell["variant"] = {}
+    return cell
 
 
 def new_record(config):
@@ -46,44 +44,11 @@ def new_record(config):
     }
 
 
-def validate(record):
-    """Return a list of problems (empty when the record honours the schema)."""
-    problems = []
-    if not isinstance(record, dict):
-        return ["result is not a JSON object"]
-    if record.get("schema") != SCHEMA:
-        problems.append("schema: expected %r, got %r" % (SCHEMA, record.get("schema")))
-    status = record.get("status")
-    if status not in STATUSES:
-        problems.append("status: expected one of %s, got %r" % (STATUSES, status))
-    error = record.get("error", "missing")
-    if error == "missing":
-        problems.append("error: missing")
-    elif status == "failed" and not (isinstance(error, dict) and "type" in error
-                                     and "message" in error):
-        problems.append("error: a failed result needs {type, message}")
-    for section, keys in REQUIRED.items():
-        value = record.get(section)
-        if not isinstance(value, dict):
-            problems.append("%s: missing or not an object" % section)
-            continue
-        problems.extend("%s.%s: missing" % (section, k) for k in keys if k not in value)
-    epochs = record.get("epochs")
-    if not isinstance(epochs, list):
-        problems.append("epochs: missing or not a list")
-        epochs = []
-    for i, epoch in enumerate(epochs):
-        if not isinstance(epoch, dict):
-            problems.append("epochs[%d]: not an object" % i)
-            continue
-        problems.extend("epochs[%d].%s: missing" % (i, k) for k in EPOCH_KEYS if k not in epoch)
-        phases = epoch.get("phases_s")
-        if isinstance(phases, dict):
-            problems.extend("epochs[%d].phases_s.%s: missing" % (i, p)
-                            for p in PHASES if p not in phases)
-    if status == "ok" and not epochs:
-        problems.append("epochs: an ok result needs at least one epoch")
-    return problems
+def finite_or_none(value):
+    """NaN and infinities are not JSON: a diverged loss is recorded as null (not measurable)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def write_text_atomic(path, text):
@@ -105,13 +70,5 @@ def write_text_atomic(path, text):
 
 
 def write_atomic(path, record):
-    write_text_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
-
-
-def read(path):
-    """Load a result file; raises ValueError naming the file when it is not valid JSON."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except ValueError as exc:
-        raise ValueError("%s: not valid JSON (%s)" % (path, exc))
+    # allow_nan=False: a non-finite number is a bug to see here, not a file no reader accepts.
+    write_text_atomic(path, json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")

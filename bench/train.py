@@ -9,7 +9,7 @@ from time import perf_counter
 import torch
 from torch import nn
 
-from bench import compat, data, fingerprint, memory
+from bench import compat, data, fingerprint, memory, result
 from bench.model import LeNet
 from bench.pipelines import PIPELINES
 from bench.timing import PhaseClock
@@ -92,6 +92,7 @@ def run(config, record):
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(net.parameters(), lr=config["lr"], momentum=config["momentum"])
     clock = PhaseClock(cuda=device.type == "cuda")
+    forward_dtype = None
 
     for epoch in range(config["epochs"]):
         loss_sum = torch.zeros((), device=device)
@@ -107,7 +108,11 @@ def run(config, record):
                 images = images.contiguous(memory_format=torch.channels_last)
             clock.mark("h2d")
             with autocast():
-                loss = criterion(model(images), labels)
+                outputs = model(images)
+                loss = criterion(outputs, labels)
+            if forward_dtype is None:
+                # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
+                forward_dtype = str(outputs.dtype).replace("torch.", "")
             loss_sum += loss.detach().float()
             clock.mark("forward")
             # Dividing by 1 would be one more kernel per step for nothing.
@@ -124,7 +129,7 @@ def run(config, record):
             clock.mark("optimizer")
         phases = clock.resolve()
         wall = perf_counter() - start
-        train_loss = (loss_sum / max(steps, 1)).item()
+        train_loss = result.finite_or_none((loss_sum / max(steps, 1)).item())
         test_start = perf_counter()
         accuracy = evaluate(model, pipeline, device, autocast, config["channels_last"])
         test_s = perf_counter() - test_start
@@ -133,12 +138,13 @@ def run(config, record):
             "samples_per_s": round(samples / wall, 3), "phases_s": phases,
             "train_loss": train_loss, "test_acc": accuracy, "test_s": round(test_s, 6),
         })
-        print("epoch %d/%d  %.2f s  %.0f img/s  loss %.4f  acc %.2f%%  (test %.2f s)"
-              % (epoch + 1, config["epochs"], wall, samples / wall, train_loss,
+        print("epoch %d/%d  %.2f s  %.0f img/s  loss %s  acc %.2f%%  (test %.2f s)"
+              % (epoch + 1, config["epochs"], wall, samples / wall,
+                 "%.4f" % train_loss if train_loss is not None else "not finite",
                  100 * accuracy, test_s), flush=True)
 
     record["memory"] = memory.snapshot(device)
-    record["summary"] = summarise(record["epochs"], weights_sha256(net))
+    record["summary"] = summarise(record["epochs"], weights_sha256(net), forward_dtype)
     if config.get("save_weights"):
         torch.save(net.state_dict(), config["save_weights"])
     return record
@@ -153,7 +159,7 @@ def _step(optimizer, scaler):
     optimizer.zero_grad(set_to_none=True)
 
 
-def summarise(epochs, weights_digest):
+def summarise(epochs, weights_digest, forward_dtype):
     walls = [e["wall_s"] for e in epochs]
     steady = walls[1:] or walls
     rates = [e["samples_per_s"] for e in epochs]
@@ -163,4 +169,5 @@ def summarise(epochs, weights_digest):
         "samples_per_s": statistics.median(rates[1:] or rates) if rates else None,
         "final_test_acc": epochs[-1]["test_acc"] if epochs else None,
         "weights_sha256": weights_digest,
+        "forward_dtype": forward_dtype,
     }

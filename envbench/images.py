@@ -15,6 +15,7 @@ from typing import Any, TextIO
 import docker
 import jinja2
 
+from bench.fingerprint import source_names
 from envbench.engine import image_or_none
 from envbench.errors import UserError
 from envbench.matrix import Environment
@@ -114,7 +115,8 @@ def plan(name: str, env: Environment, matrix_dir: Path) -> Plan:
         python=env.python, torch=env.torch, cuda=env.cuda,
         index_url=_expand(env.index_url, where + ".index_url") if env.index_url else None,
         wheelhouse=wheelhouse is not None, requirements=requirements)
-    bench_files = tuple((path.name, path.read_bytes()) for path in sorted(BENCH_DIR.glob("*.py")))
+    bench_files = tuple((name, (BENCH_DIR / name).read_bytes())
+                        for name in source_names(str(BENCH_DIR)))
     return Plan(name, env, text, base, wheelhouse, bench_files)
 
 

@@ -1,0 +1,165 @@
+"""Reading result files as the contract says: strict JSON, bench's JSON Schema, older versions.
+
+Every file the host reads goes through ``load``: a file that is not a valid result raises
+``InvalidResult`` with one sentence (the first problem and where it is), so callers can list
+it by name and go on. Nothing in a file's content may end in a traceback.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from bench import result
+
+MAX_BYTES = 32 * 2**20  # a 5-epoch result is ~10 kB; a larger file is not one of ours
+MAX_DEPTH = 32
+MAX_INT_DIGITS = 18  # beyond int64: no count, size or seed is that large
+SCHEMA_1 = "envbench.result/1"
+
+
+class InvalidResult(ValueError):
+    """The file is not a result this host can read; the message says why in one sentence."""
+
+
+def _strict_integer(checker: Any, instance: Any) -> bool:
+    # JSON Schema calls 1.0 an integer; a count of 1.0 is a typo this contract refuses.
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer",
+                                                                       _strict_integer))
+_VALIDATOR = _Validator(result.SCHEMA_DOCUMENT)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError("%s is not a number JSON allows" % name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("%s is out of range" % text)
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError("integer %s… is out of range" % text[:12])
+    return int(text)
+
+
+def parse(text: str) -> Any:
+    """JSON without NaN, Infinity or numbers that overflow, nested at most MAX_DEPTH deep."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                           parse_int=_bounded_int)
+    except RecursionError:
+        raise InvalidResult("not a result: nested too deeply")
+    except ValueError as exc:
+        raise InvalidResult("not valid JSON (%s)" % _short(str(exc)))
+    _check_depth(value)
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidResult("not a result: nested more than %d levels deep" % MAX_DEPTH)
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def _short(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _where(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += "[%d]" % part if isinstance(part, int) else (".%s" % part if out else str(part))
+    return out
+
+
+def problems(record: Any) -> list[str]:
+    """Every way ``record`` breaks the current schema, as 'path: reason' (empty when valid)."""
+    return ["%s: %s" % (_where(e.absolute_path), _short(e.message))
+            for e in _VALIDATOR.iter_errors(record)]
+
+
+def check(record: Any) -> dict[str, Any]:
+    """The record in the current schema's shape; raises InvalidResult with the first problem."""
+    if not isinstance(record, dict):
+        raise InvalidResult("not a result: the file holds no JSON object")
+    if record.get("schema") == SCHEMA_1:
+        record = upgrade_1(record)
+    elif record.get("schema") != result.SCHEMA:
+        raise InvalidResult("schema %s is not one this envbench reads (it reads %s and %s)"
+                            % (_short(repr(record.get("schema")), 60), result.SCHEMA, SCHEMA_1))
+    error = best_match(_VALIDATOR.iter_errors(record))
+    if error is not None:
+        where = _where(error.absolute_path)
+        raise InvalidResult("%s%s" % (where + ": " if where else "", _short(error.message)))
+    return record
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Read and check one result file; raises InvalidResult (never anything else for content)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise InvalidResult("not a result: %d bytes (results are a few kB)" % size)
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidResult("not valid JSON (not UTF-8 text)")
+    except OSError as exc:
+        raise InvalidResult("cannot be read (%s)" % (exc.strerror or exc))
+    return check(parse(text))
+
+
+def upgrade_1(old: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 record in schema 2's shape: what schema 1 did not measure becomes null.
+
+    Schema 1 had no thread plan, cpuset, data identity or forward dtype, and its host RSS
+    was the sum of two peaks taken at different times, which is no peak: it is dropped.
+    """
+    record = copy.deepcopy(old)
+    record["schema"] = result.SCHEMA
+    record["upgraded_from"] = SCHEMA_1
+    sections = [record.get(k) for k in ("cell", "config", "env", "memory", "summary")]
+    if not all(isinstance(s, dict) for s in sections):
+        return record  # the schema check names what is missing
+    cell, config, env, memory, summary = sections
+    cell.setdefault("id", None)
+    cell.setdefault("quick", None)
+    device = config.get("device")
+    cell.setdefault("resources", {
+        "device": device if device in ("cpu", "cuda") else None, "cpus": cell.get("cpus"),
+        "cpuset": None, "threads": None, "threads_from": None, "memory": None, "swap": None,
+        "gpus": cell.get("gpus")})
+    synthetic = config.get("synthetic")
+    cell.setdefault("data", {"source": "synthetic" if synthetic else "cifar10", "sha256": None}
+                    if isinstance(synthetic, bool) else None)
+    # Schema 1's bench wrote every option; its host-written failures lacked these three,
+    # which were then always bench's defaults.
+    for key, default in (("cudnn_benchmark", False), ("lr", 0.001), ("momentum", 0.9),
+                         ("limit_test", None), ("threads", None), ("limit", None)):
+        config.setdefault(key, default)
+    env.setdefault("gpu_count", None)
+    memory.pop("host_peak_rss_bytes", None)
+    for key in ("process_rss_peak_bytes", "worker_rss_peak_bytes", "swap_peak_method"):
+        memory.setdefault(key, None)
+    summary.setdefault("forward_dtype", None)
+    return record
