@@ -5,13 +5,22 @@ Validated with pydantic before anything runs; every problem is reported as
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from envbench import yamlio
 from envbench.errors import MatrixError
@@ -20,13 +29,41 @@ VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?$")
 CUDA_VERSION = re.compile(r"^\d+\.\d+$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 IMAGE_REF = re.compile(r"^([a-z0-9][a-z0-9._/:@-]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})$")
+CPUSET = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
+SIZE = r"^\d+[kmg]?$"  # Docker's --memory grammar, lower-case units
 SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers")
+MAX_CELLS = 10_000
+WEEK_S = 7 * 24 * 3600
+
+# Strict scalars: YAML's `true` is no count, `2.0` no batch size and `"0.35"` no price.
+Count = Annotated[int, Field(strict=True, ge=1)]
+Price = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+Text = Annotated[str, Field(strict=True)]
+Flag = Annotated[bool, Field(strict=True)]
 
 
 def _version(value: Optional[str], what: str = "version") -> Optional[str]:
     if value is not None and not VERSION.match(str(value)):
         raise ValueError("%r is not a %s (expected e.g. 2.13.0)" % (value, what))
     return value
+
+
+def _not_a_number(value: Any, info: ValidationInfo) -> Any:
+    """Versions are text: YAML reads `python: 3.10` as the number 3.1 and `cuda: 12.10` as 12.1."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        written = getattr(value, "source", repr(value))
+        raise ValueError('%s was read as a number, which can lose digits (YAML reads 3.10 as '
+                         '3.1): quote it: `%s: "%s"`' % (written, info.field_name, written))
+    return value
+
+
+def cpuset_size(cpuset: str) -> int:
+    """How many CPUs a cpuset such as '0-3,8' names."""
+    cpus: set[int] = set()
+    for part in cpuset.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return len(cpus)
 
 
 class _Strict(BaseModel):
@@ -36,28 +73,25 @@ class _Strict(BaseModel):
 class Environment(_Strict):
     """One PyTorch/CUDA stack = one image."""
 
-    python: str = "3.11"
-    torch: Optional[str] = None
-    torchvision: Optional[str] = None
-    cuda: Optional[str] = None
+    python: Text = "3.11"
+    torch: Optional[Text] = None
+    torchvision: Optional[Text] = None
+    cuda: Optional[Text] = None
     source: Literal["pip", "debian"] = "pip"
-    base: Optional[str] = None
-    dockerfile: Optional[str] = None
-    index_url: Optional[str] = None
-    wheelhouse: Optional[str] = None
-    apt: tuple[str, ...] = ()
-    targets: Optional[tuple[str, ...]] = None
+    base: Optional[Text] = None
+    dockerfile: Optional[Text] = None
+    index_url: Optional[Text] = None
+    wheelhouse: Optional[Text] = None
+    apt: tuple[Text, ...] = ()
+    targets: Optional[tuple[Text, ...]] = None
 
     @field_validator("python", "torch", "torchvision")
     @classmethod
     def _versions(cls, value: Optional[str]) -> Optional[str]:
         return _version(value)
 
-    @field_validator("python", "torch", "torchvision", "cuda", mode="before")
-    @classmethod
-    def _numbers_as_text(cls, value: Any) -> Any:
-        # YAML reads `cuda: 11.6` as a float; accept it, but 11.10 would have become 11.1.
-        return str(value) if isinstance(value, (int, float)) else value
+    _numbers = field_validator("python", "torch", "torchvision", "cuda",
+                               mode="before")(_not_a_number)
 
     @field_validator("cuda")
     @classmethod
@@ -90,23 +124,38 @@ class Environment(_Strict):
 
 
 class Target(_Strict):
-    """Where a cell runs: a device, its resources, a label and a price."""
+    """Where a cell runs: a device and its resources. The report names the hardware by what
+    bench measured; ``label`` is an optional alias shown beside it."""
 
     device: Literal["cpu", "cuda"]
-    label: str = Field(min_length=1)
-    price_per_hour: float = Field(ge=0)
+    label: Optional[Annotated[str, Field(strict=True, min_length=1, max_length=80)]] = None
+    price_per_hour: Optional[Price] = None
     gpus: Union[Literal["all"], int, None] = None
-    cpus: Optional[float] = Field(default=None, gt=0)
-    cpuset: Optional[str] = Field(default=None, pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-    memory: Optional[str] = Field(default=None, pattern=r"^\d+[kmg]?$")
-    timeout_s: int = Field(default=3600, ge=10)
+    cpus: Optional[Count] = None
+    cpuset: Optional[Annotated[str, Field(strict=True, pattern=CPUSET)]] = None
+    memory: Optional[Annotated[str, Field(strict=True, pattern=SIZE)]] = None
+    swap: Optional[Annotated[str, Field(strict=True, pattern=SIZE)]] = None
+    timeout_s: Annotated[int, Field(strict=True, ge=10, le=WEEK_S)] = 3600
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpu_count(cls, value: Any) -> Any:
+        if value is None or value == "all" or (isinstance(value, int)
+                                               and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError("%r: expected 'all' or a number of GPUs >= 1" % (value,))
 
     @model_validator(mode="after")
-    def _gpus(self) -> Target:
+    def _resources(self) -> Target:
         if self.device == "cpu" and self.gpus is not None:
             raise ValueError("gpus: a cpu target has no GPUs (remove gpus or use device: cuda)")
-        if isinstance(self.gpus, int) and self.gpus < 1:
-            raise ValueError("gpus: must be 'all' or a count >= 1")
+        if self.cpus is not None and self.cpuset is not None \
+                and cpuset_size(self.cpuset) != self.cpus:
+            raise ValueError("cpus: %d, but cpuset %r names %d CPUs: give one of them, or make "
+                             "them agree (the quota and the cores must match for a fair "
+                             "thread count)" % (self.cpus, self.cpuset, cpuset_size(self.cpuset)))
+        if self.swap is not None and self.memory is None:
+            raise ValueError("swap: needs memory (swap is what a cell may use beyond memory)")
         return self
 
     @property
@@ -120,19 +169,19 @@ class Target(_Strict):
 class Settings(_Strict):
     """The benchmark options of one cell (the sweepable ones can vary per cell)."""
 
-    epochs: int = Field(default=5, ge=1)
-    batch_size: int = Field(default=256, ge=1)
+    epochs: Annotated[int, Field(strict=True, ge=1, le=1000)] = 5
+    batch_size: Count = 256
     pipeline: Literal["classic", "resident"] = "classic"
-    workers: int = Field(default=2, ge=0)
+    workers: Annotated[int, Field(strict=True, ge=0, le=256)] = 2
     amp: Literal["off", "fp16", "bf16"] = "off"
-    channels_last: bool = False
+    channels_last: Flag = False
     compile: Literal["off", "default", "reduce-overhead", "max-autotune"] = "off"
-    accumulate: int = Field(default=1, ge=1)
-    threads: Optional[int] = Field(default=None, ge=1)
-    seed: int = 0
-    deterministic: bool = False
-    limit: Optional[int] = Field(default=None, ge=1)
-    limit_test: Optional[int] = Field(default=None, ge=1)
+    accumulate: Count = 1
+    threads: Optional[Count] = None
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)] = 0
+    deterministic: Flag = False
+    limit: Optional[Count] = None
+    limit_test: Optional[Count] = None
 
     @field_validator("amp", "compile", mode="before")
     @classmethod
@@ -141,9 +190,9 @@ class Settings(_Strict):
 
 
 class Benchmark(Settings):
-    repeats: int = Field(default=3, ge=1)
+    repeats: Annotated[int, Field(strict=True, ge=1, le=100)] = 3
     data: Literal["cifar10", "synthetic"] = "cifar10"
-    target_accuracy: Optional[float] = Field(default=None, gt=0, le=1)
+    target_accuracy: Optional[Annotated[float, Field(strict=True, gt=0, le=1)]] = None
     sweep: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
 
     @field_validator("sweep")
@@ -155,14 +204,14 @@ class Benchmark(Settings):
                 raise ValueError("%s: not sweepable (choose from %s)" % (key, ", ".join(SWEEPABLE)))
             if not values:
                 raise ValueError("%s: empty list (give at least one value)" % key)
-            if len(set(map(str, values))) != len(values):
-                raise ValueError("%s: a value is repeated" % key)
             checked = []
             for value in values:
                 try:
                     checked.append(getattr(Settings(**{key: value}), key))
                 except ValidationError as exc:
                     raise ValueError("%s: %r: %s" % (key, value, exc.errors()[0]["msg"]))
+            if len(set(map(repr, checked))) != len(checked):
+                raise ValueError("%s: a value is repeated" % key)
             normalised[key] = tuple(checked)  # YAML's bare `off` (false) becomes "off"
         return normalised
 
@@ -193,6 +242,19 @@ class Matrix(_Strict):
                     raise ValueError("%s: target %r needs CUDA but %s is a CPU-only stack "
                                      "(no cuda: key)" % (where, target_name, env_name))
         return self
+
+    @model_validator(mode="after")
+    def _size(self) -> Matrix:
+        count = self.cell_count()
+        if count > MAX_CELLS:
+            raise ValueError("the matrix expands to %d cells (at most %d): fewer environments, "
+                             "targets, sweep values or repeats" % (count, MAX_CELLS))
+        return self
+
+    def cell_count(self) -> int:
+        points = math.prod(len(values) for values in self.benchmark.sweep.values())
+        pairs = sum(len(self.targets_for(name)) for name in self.environments)
+        return pairs * points * self.benchmark.repeats
 
     def targets_for(self, env_name: str) -> list[str]:
         """The targets an environment runs on: as listed, or every compatible one."""

@@ -1,4 +1,5 @@
-"""YAML loading that refuses duplicate keys (PyYAML silently keeps the last one)."""
+"""YAML loading that refuses duplicate keys (PyYAML silently keeps the last one) and keeps
+the text of every number, so that `python: 3.10` (read as 3.1) can be named as written."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,6 +16,27 @@ class DuplicateKeyError(yaml.YAMLError):
 
 class _StrictLoader(yaml.SafeLoader):
     pass
+
+
+class YamlInt(int):
+    """An int that remembers how the file wrote it (for 'quote it' messages)."""
+
+    source: str
+
+
+class YamlFloat(float):
+    """A float that remembers how the file wrote it: `3.10` is read as 3.1, and says so."""
+
+    source: str
+
+
+def _construct_number(loader: _StrictLoader, node: yaml.ScalarNode) -> int | float:
+    if node.tag.endswith(":int"):
+        number: int | float = YamlInt(yaml.SafeLoader.construct_yaml_int(loader, node))
+    else:
+        number = YamlFloat(yaml.SafeLoader.construct_yaml_float(loader, node))
+    number.source = str(node.value)
+    return number
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -55,6 +77,8 @@ def _compose_document(loader: _StrictLoader) -> yaml.Node:
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_number)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _construct_number)
 _StrictLoader.compose_document = _compose_document  # type: ignore[method-assign]
 
 

@@ -37,7 +37,9 @@ def test_the_default_matrix_holds_the_seed_stack_and_the_write_up_settings():
     assert any(e.cuda and e.cuda.startswith("12.") for e in m.environments.values())
     assert any(e.cuda is None for e in m.environments.values())
     assert m.targets["gpu"].device == "cuda" and m.targets["cpu"].device == "cpu"
-    assert m.targets["gpu"].label and m.targets["cpu"].price_per_hour > 0
+    # The targets are this machine's GPUs and CPU: no typed hardware name, no quota.
+    assert m.targets["gpu"].label is None and m.targets["cpu"].label is None
+    assert m.targets["cpu"].cpus is None and m.targets["cpu"].cpuset is None
     b = m.benchmark
     assert (b.epochs, b.batch_size, b.repeats) == (5, 256, 3)
     assert b.sweep == {"batch_size": (32, 256)}
@@ -63,18 +65,69 @@ def test_a_good_matrix_parses_and_pairs_targets_by_device():
     (("amp: [off, bf16]", "colour: [red]"), "benchmark.sweep.colour: not sweepable"),
     (("  cpu: {device: cpu, cpus: 8,", "  cpu: {device: cpu, gpus: 1, cpus: 8,"),
      "targets.cpu: gpus: a cpu target has no GPUs"),
-    (("label: \"RTX 3060\", ", ""), "targets.gpu.label: required key is missing"),
+    (("label: \"RTX 3060\", ", "label: \"\", "), "targets.gpu.label: '': String should have "
+                                                "at least 1 character"),
     (("  a: {python", "  a: {targets: [gpu], python"),
      "environments.a.targets[0]: target 'gpu' needs CUDA but a is a CPU-only stack"),
     (("  a: {python", "  a: {targets: [tpu], python"),
      "environments.a.targets[0]: unknown target 'tpu'"),
     (("  a: {", "  'a b': {"), "environments: 'a b' is not a valid name"),
+    # YAML numbers are no versions: 3.10 would be 3.1 and 12.10 would be 12.1.
+    (('python: "3.11"', "python: 3.10"),
+     'environments.a.python: 3.10 was read as a number, which can lose digits (YAML reads '
+     '3.10 as 3.1): quote it: `python: "3.10"`'),
+    (('cuda: "11.6"', "cuda: 12.10"), 'environments.g.cuda: 12.10 was read as a number'),
+    (('torch: "2.13.0"', "torch: 2.13"), 'environments.a.torch: 2.13 was read as a number'),
+    # Booleans and floats are no counts; strings are no numbers.
+    (("gpus: all", "gpus: true"), "targets.gpu.gpus: True: expected 'all' or a number of GPUs"),
+    (("gpus: all", "gpus: 0"), "targets.gpu.gpus: 0: expected 'all' or a number of GPUs"),
+    (("epochs: 2", "epochs: 2.0"), "benchmark.epochs: 2.0: Input should be a valid integer"),
+    (("epochs: 2", "epochs: true"), "benchmark.epochs: True: Input should be a valid integer"),
+    (("epochs: 2", "batch_size: 2.5"), "benchmark.batch_size: 2.5: Input should be a valid "
+                                       "integer"),
+    (("batch_size: [32, 256]", "batch_size: [true, 2]"),
+     "benchmark.sweep.batch_size: True: Input should be a valid integer"),
+    (("batch_size: [32, 256]", "batch_size: [32, 64.0]"),
+     "benchmark.sweep.batch_size: 64.0: Input should be a valid integer"),
+    (("amp: [off, bf16]", "channels_last: [false, 1]"),
+     "benchmark.sweep.channels_last: 1: Input should be a valid boolean"),
+    (("price_per_hour: 0.35", 'price_per_hour: "0.35"'),
+     "targets.gpu.price_per_hour: '0.35': Input should be a valid number"),
+    (("price_per_hour: 0.35", "price_per_hour: .inf"),
+     "targets.gpu.price_per_hour: inf: Input should be a finite number"),
+    (("cpus: 8,", "cpus: 2.5,"), "targets.cpu.cpus: 2.5: Input should be a valid integer"),
+    (("cpus: 8,", 'cpus: 8, cpuset: "0-3",'), "targets.cpu: cpus: 8, but cpuset '0-3' names 4"),
+    (("cpus: 8,", "cpus: 8, swap: 1g,"), "targets.cpu: swap: needs memory"),
+    # Bounds.
+    (("epochs: 2", "epochs: 1001"), "benchmark.epochs: 1001: Input should be less than or "
+                                    "equal to 1000"),
+    (("epochs: 2", "repeats: 0"), "benchmark.repeats: 0: Input should be greater than or "
+                                  "equal to 1"),
+    (("epochs: 2", "repeats: 101"), "benchmark.repeats: 101: Input should be less than or "
+                                    "equal to 100"),
 ])
 def test_a_bad_matrix_is_refused_with_the_key_path(change, expected):
     old, new = change
     assert old in GOOD
     found = problems(GOOD.replace(old, new, 1))
     assert any(p.startswith(expected) for p in found), found
+
+
+def test_a_matrix_of_more_than_ten_thousand_cells_is_refused_with_its_count():
+    sizes = ", ".join(str(2**i) for i in range(12))  # 12 batch sizes
+    text = GOOD.replace("benchmark: {epochs: 2, sweep: {batch_size: [32, 256],",
+                        "benchmark: {epochs: 2, repeats: 100, sweep: {batch_size: [%s]," % sizes)
+    # 3 (environment, target) pairs x 12 batch sizes x 2 amp values x 100 repeats: allowed
+    assert matrix.parse(text).cell_count() == 7200
+    text = text.replace("amp: [off, bf16]", "amp: [off, bf16, fp16]")
+    assert problems(text) == ["the matrix expands to 10800 cells (at most 10000): fewer "
+                              "environments, targets, sweep values or repeats"]
+
+
+def test_labels_and_prices_are_optional():
+    m = matrix.parse(GOOD.replace('label: "RTX 3060", price_per_hour: 0.35', "gpus: 1"
+                                  ).replace("gpus: all, gpus: 1", "gpus: 1"))
+    assert m.targets["gpu"].label is None and m.targets["gpu"].price_per_hour is None
 
 
 def test_duplicate_names_are_refused_not_silently_merged():
