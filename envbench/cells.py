@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from envbench import identity, resources
 from envbench.errors import UserError
-from envbench.matrix import Matrix, Settings
+from envbench.identity import Identity
+from envbench.matrix import Matrix, Settings, Target
+from envbench.resources import Resources
 
 # --quick: one short epoch per cell, to check a matrix end to end in minutes.
 QUICK = {"epochs": 1, "repeats": 1, "limit": 5000, "limit_test": 1000}
@@ -15,28 +17,22 @@ QUICK = {"epochs": 1, "repeats": 1, "limit": 5000, "limit_test": 1000}
 
 @dataclass(frozen=True)
 class Cell:
+    """A point of the matrix: what to run. Its identity as a measurement also needs the image
+    and the data, known once the image is built (see envbench.identity)."""
+
     environment: str
     target: str
     repeat: int
     variant: dict[str, Any]
     settings: dict[str, Any] = field(repr=False)
-
-    @property
-    def id(self) -> str:
-        """File-name-safe and stable: the same cell always maps to the same result file."""
-        parts = ["%s-%s" % (k.replace("_", ""), v) for k, v in sorted(self.variant.items())]
-        slug = "_".join(parts) or "base"
-        return _safe("%s__%s__%s__r%d" % (self.environment, self.target, slug, self.repeat))
+    quick: bool = False
 
     @property
     def label(self) -> str:
         variant = " ".join("%s=%s" % kv for kv in sorted(self.variant.items()))
-        return "%s × %s%s (repeat %d)" % (self.environment, self.target,
-                                          " × " + variant if variant else "", self.repeat + 1)
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "-", text)
+        return "%s × %s%s%s (repeat %d)" % (self.environment, self.target,
+                                            " × " + variant if variant else "",
+                                            " (quick)" if self.quick else "", self.repeat + 1)
 
 
 def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | None = None,
@@ -67,22 +63,67 @@ def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | N
                 variant = dict(zip(keys, values))
                 settings = dict(base, **variant)
                 for repeat in range(repeats):
-                    cells.append(Cell(env_name, target_name, repeat, variant, settings))
+                    cells.append(Cell(env_name, target_name, repeat, variant, settings,
+                                      quick))
     return cells
 
 
-def bench_args(cell: Cell, device: str, synthetic: bool) -> list[str]:
-    """The `python -m bench` command line for a cell (data at /data, result in /results)."""
+def bench_args(cell: Cell, res: Resources, synthetic: bool) -> list[str]:
+    """The `python -m bench` options for a cell (data at /data; --out is added last).
+
+    The thread count is the resource plan's (see envbench.resources), not torch's default.
+    """
     s = cell.settings
-    args = ["--device", device, "--epochs", s["epochs"], "--batch-size", s["batch_size"],
+    args = ["--device", res.device, "--epochs", s["epochs"], "--batch-size", s["batch_size"],
             "--pipeline", s["pipeline"], "--workers", s["workers"], "--amp", s["amp"],
-            "--compile", s["compile"], "--accumulate", s["accumulate"], "--seed", s["seed"]]
+            "--compile", s["compile"], "--accumulate", s["accumulate"], "--seed", s["seed"],
+            "--threads", res.threads]
     args += ["--synthetic"] if synthetic else ["--data", "/data"]
-    for flag, key in (("--threads", "threads"), ("--limit", "limit"),
-                      ("--limit-test", "limit_test")):
+    for flag, key in (("--limit", "limit"), ("--limit-test", "limit_test")):
         if s[key] is not None:
             args += [flag, s[key]]
     for flag, key in (("--channels-last", "channels_last"), ("--deterministic", "deterministic")):
         if s[key]:
             args.append(flag)
-    return [str(a) for a in args] + ["--out", "/results/%s.json" % cell.id]
+    return [str(a) for a in args]
+
+
+def bench_config(args: list[str]) -> dict[str, Any]:
+    """The config section bench will record for these arguments: bench's own parser decides,
+    so the host's idea of a cell's options cannot drift from what bench runs."""
+    from bench.cli import parser
+
+    parsed = vars(parser().parse_args(args + ["--out", "result.json"]))
+    parsed.pop("out")
+    return parsed
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A cell made concrete for one host and image: resources, bench's command line and
+    config, and the measurement's identity (which names its result file)."""
+
+    cell: Cell
+    resources: Resources
+    args: list[str]
+    config: dict[str, Any]
+    identity: Identity
+
+    @property
+    def file_stem(self) -> str:
+        return self.identity.file_stem(self.cell.variant)
+
+    def command(self) -> list[str]:
+        return self.args + ["--out", "/results/%s.json" % self.file_stem]
+
+
+def prepare(cell: Cell, target: Target, host_cpus: int, data: dict[str, Any],
+            image_id: str | None) -> Prepared:
+    """Resources from the target and host, bench's options, and the identity: the runner's
+    cells and the report's idea of the current matrix both come from here."""
+    res = resources.plan(target, host_cpus, cell.settings["threads"])
+    args = bench_args(cell, res, data["source"] == "synthetic")
+    config = bench_config(args)
+    ident = identity.make(cell.environment, cell.target, image_id, res.as_record(), config,
+                          data, cell.quick, cell.repeat)
+    return Prepared(cell, res, args, config, ident)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -43,11 +44,14 @@ def parser() -> argparse.ArgumentParser:
                         help="result folders or files (default: REPORTS/results)")
     report.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="where to write (default: REPORTS)")
-    # `nox -s bench-cpu report -- OPTIONS` hands both sessions the same options: the report
-    # honours --reports and accepts the run's selection options without using them.
+    # `nox -s bench-cpu report -- OPTIONS` hands both sessions the same options: without
+    # result folders the report takes the cells the run took (matrix, --env, --target,
+    # --kind, --quick, --synthetic, the data set's digest) from REPORTS/results.
     _matrix_options(report)
-    report.add_argument("--synthetic", action="store_true", help=argparse.SUPPRESS)
-    report.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)
+    report.add_argument("--synthetic", action="store_true",
+                        help="report the cells run with --synthetic")
+    report.add_argument("--data", type=Path, default=None, metavar="DIR",
+                        help="the data set the cells ran on (default: the cache)")
     report.add_argument("--baseline", default=None, metavar="TARGET",
                         help="target that speedups are measured against (default: a cpu one)")
     report.add_argument("--target-accuracy", type=float, default=None, metavar="ACC",
@@ -77,9 +81,10 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "check":
         from envbench import run
 
-        _, cells = run.plan_cells(_options(args))
+        m, cells = run.plan_cells(_options(args))
         for cell in cells:
-            print(cell.id)
+            print(cell.label)
+        run.print_resources(m, cells, os.cpu_count() or 1, sys.stdout)
         print("%s: valid, %d cells" % (args.matrix, len(cells)))
         return 0
     if args.command == "data":

@@ -28,6 +28,17 @@ def is_ready(root: Path) -> bool:
     return all((root / FOLDER / name).is_file() for name in FILES)
 
 
+def digest(root: Path) -> str:
+    """sha256 of the data set's files (names and bytes): which data a result was measured on."""
+    sha = hashlib.sha256()
+    for name in FILES:
+        sha.update(name.encode() + b"\0")
+        with (root / FOLDER / name).open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                sha.update(block)
+    return sha.hexdigest()
+
+
 def md5sum(path: Path) -> str:
     digest = hashlib.md5()  # noqa: S324 - the data set publishes an md5, not a security check
     with path.open("rb") as f:

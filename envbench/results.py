@@ -1,51 +1,39 @@
-"""Result files on the host: where they live, whether one is current, and records for cells
-that failed before bench could write its own."""
+"""Result files on the host: where a cell's lives, whether it is current, and the records the
+host writes itself (failures before bench could write one)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from bench import result
+from envbench import contract, identity
 from envbench.cells import Cell
-
-# The options that decide a cell's outcome: a stored result counts only if all are the same.
-CONFIG_KEYS = ("epochs", "batch_size", "pipeline", "workers", "amp", "channels_last", "compile",
-               "accumulate", "threads", "seed", "deterministic", "limit", "limit_test")
+from envbench.identity import Identity
+from envbench.resources import Resources
 
 
-def path_for(results_dir: Path, cell: Cell) -> Path:
-    return results_dir / ("%s.json" % cell.id)
+def path_for(results_dir: Path, ident: Identity, cell: Cell) -> Path:
+    return results_dir / ("%s.json" % ident.file_stem(cell.variant))
 
 
 def read(path: Path) -> dict[str, Any] | None:
-    """The record at ``path``, or None when it is absent, torn or not a result."""
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
+    """The record at ``path``, or None when it is absent, torn or not a valid result."""
+    if not path.exists():
         return None
-    return record if isinstance(record, dict) and not result.validate(record) else None
+    try:
+        return contract.load(path)
+    except contract.InvalidResult:
+        return None
 
 
-def is_current(record: dict[str, Any] | None, cell: Cell, image_id: str, synthetic: bool) -> bool:
-    """True when ``record`` is an ok result of this very cell, image and configuration."""
-    if record is None or record.get("status") != "ok":
-        return False
-    config = record.get("config", {})
-    if bool(config.get("synthetic")) != synthetic:
-        return False
-    if any(config.get(k) != cell.settings.get(k) for k in CONFIG_KEYS):
-        return False
-    return (record.get("env", {}).get("image") or {}).get("id") == image_id
+def is_current(record: dict[str, Any] | None, ident: Identity) -> bool:
+    """True when ``record`` is an ok result of this very measurement (see envbench.identity)."""
+    return record is not None and record["status"] == "ok" and identity.of_record(record) == ident
 
 
-def host_failure(cell: Cell, device: str, synthetic: bool, error_type: str,
-                 message: str) -> dict[str, Any]:
+def host_failure(config: dict[str, Any], error_type: str, message: str) -> dict[str, Any]:
     """A failed record written by the host (the container never produced one)."""
-    config = {k: cell.settings.get(k) for k in CONFIG_KEYS}
-    config.update({"device": device, "synthetic": synthetic,
-                   "data": None if synthetic else "/data"})
-    record = result.new_record(config)
+    record = result.new_record(dict(config))
     record["error"] = {"type": error_type, "message": message}
     for key in result.REQUIRED["env"]:
         record["env"].setdefault(key, None)
@@ -53,13 +41,16 @@ def host_failure(cell: Cell, device: str, synthetic: bool, error_type: str,
     return record
 
 
-def annotate(record: dict[str, Any], cell: Cell, target_label: str, price: float,
-             image: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def annotate(record: dict[str, Any], cell: Cell, ident: Identity, label: str | None,
+             price: float | None, resources: Resources, image: dict[str, Any],
+             target_accuracy: float | None) -> dict[str, Any]:
     """Fill the sections only the host knows, so a result file explains itself."""
     record["cell"] = {
-        "environment": cell.environment, "target": cell.target, "target_label": target_label,
+        "environment": cell.environment, "target": cell.target, "target_label": label,
         "price_per_hour": price, "repeat": cell.repeat, "variant": dict(cell.variant),
-        "id": cell.id, **extra,
+        "id": ident.file_stem(cell.variant), "quick": cell.quick,
+        "resources": resources.as_record(), "data": dict(ident.data),
+        "target_accuracy": target_accuracy,
     }
     env = record.setdefault("env", {})
     env["image"] = dict(env.get("image") or {}, **image)

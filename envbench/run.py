@@ -1,17 +1,19 @@
 """The matrix, end to end: build the images the cells need, run every cell, resume, summarise."""
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
 import docker
 
 from envbench import cells as cellmod
-from envbench import dataset, engine, gpu, images, matrix, results, runner, users
+from envbench import dataset, engine, gpu, images, matrix, resources, results, runner, users
 from envbench.errors import UserError
 
 
@@ -47,11 +49,14 @@ def plan_cells(opts: Options) -> tuple[matrix.Matrix, list[cellmod.Cell]]:
 
 
 def build_images(client: docker.DockerClient, m: matrix.Matrix, env_names: list[str],
-                 opts: Options, out: TextIO) -> tuple[dict[str, Any], dict[str, str]]:
-    """Build each environment's image; a failed build is recorded and the others go on."""
+                 opts: Options, out: TextIO
+                 ) -> tuple[dict[str, Any], dict[str, tuple[str, str | None]]]:
+    """Build each environment's image; a failed build is recorded (with the tag it would
+    have had, where known) and the others go on."""
     built: dict[str, Any] = {}
-    failed: dict[str, str] = {}
+    failed: dict[str, tuple[str, str | None]] = {}
     for name in env_names:
+        p = None
         try:
             p = images.plan(name, m.environments[name], opts.matrix_path.resolve().parent)
             image = images.build(client, p, opts.log_dir, opts.allow_pull, out)
@@ -59,7 +64,7 @@ def build_images(client: docker.DockerClient, m: matrix.Matrix, env_names: list[
             built[name] = (p, image, images.base_digest(base) if base is not None else None)
         except UserError as exc:
             print("%s: %s" % (name, exc), file=out, flush=True)
-            failed[name] = str(exc)
+            failed[name] = (str(exc), p.tag if p is not None else None)
     return built, failed
 
 
@@ -73,14 +78,29 @@ def build(opts: Options, out: TextIO = sys.stdout) -> int:
     return 1 if failed else 0
 
 
-def _data_dir(opts: Options) -> Path | None:
-    if opts.synthetic:
+def _data_dir(opts: Options, m: matrix.Matrix) -> Path | None:
+    if opts.synthetic or m.benchmark.data == "synthetic":
         return None
     root = opts.data_dir or dataset.default_cache()
     if not dataset.is_ready(root):
         raise UserError("no CIFAR-10 in %s (expected %s/): run `nox -s data` first, give "
                         "--data DIR, or use --synthetic" % (root, dataset.FOLDER))
     return root
+
+
+def data_identity(data_dir: Path | None) -> dict[str, Any]:
+    """Which data the cells measure on: part of every cell's identity."""
+    if data_dir is None:
+        return {"source": "synthetic", "sha256": None}
+    return {"source": "cifar10", "sha256": dataset.digest(data_dir)}
+
+
+def host_cpus(client: docker.DockerClient) -> int:
+    """The engine host's CPU count (the engine may not run on this machine)."""
+    try:
+        return int(client.info().get("NCPU") or os.cpu_count() or 1)
+    except (docker.errors.DockerException, ValueError, TypeError):
+        return os.cpu_count() or 1
 
 
 @dataclass
@@ -91,56 +111,61 @@ class _Session:
     matrix: matrix.Matrix
     opts: Options
     mounts: runner.Mounts
+    data: dict[str, Any]
+    host_cpus: int
     built: dict[str, Any]
-    build_failures: dict[str, str]
+    build_failures: dict[str, tuple[str, str | None]]
     gpu_problems: dict[str, str | None] = field(default_factory=dict)
     overheads: list[float] = field(default_factory=list)  # host wall minus bench's own time
 
     def run(self, cell: cellmod.Cell) -> tuple[dict[str, Any], str]:
         """Run or reuse one cell; return its record and the end of its progress line."""
         target = self.matrix.targets[cell.target]
-        path = results.path_for(self.opts.results_dir, cell)
         if cell.environment in self.build_failures:
-            message = self.build_failures[cell.environment]
-            return self._failed(cell, target, {}, "BuildFailed", message), \
-                "failed: image build failed"
-        p, image, base_digest = self.built[cell.environment]
-        image_info = {"tag": p.tag, "id": image.id, "base": p.base, "base_digest": base_digest}
+            message, tag = self.build_failures[cell.environment]
+            p = cellmod.prepare(cell, target, self.host_cpus, self.data, None)
+            record = results.host_failure(p.config, "BuildFailed", message)
+            self._store(p, record, {"tag": tag, "id": None})
+            return record, "failed: image build failed"
+        plan, image, base_digest = self.built[cell.environment]
+        image_info = {"tag": plan.tag, "id": image.id, "base": plan.base,
+                      "base_digest": base_digest}
+        p = cellmod.prepare(cell, target, self.host_cpus, self.data, image.id)
+        path = self.opts.results_dir / ("%s.json" % p.file_stem)
         stored = results.read(path)
-        if results.is_current(stored, cell, image.id, self.opts.synthetic):
+        if results.is_current(stored, p.identity):
             return stored, "cached " + _figure(stored)
-        problem = self._gpu_problem(cell, target, image)
+        problem = self._gpu_problem(cell, p.resources, image)
         if problem:
-            return self._failed(cell, target, image_info, "GpuUnavailable", problem), \
-                "failed: " + problem
+            record = results.host_failure(p.config, "GpuUnavailable", problem)
+            self._store(p, record, image_info)
+            return record, "failed: " + problem
         started = time.perf_counter()
-        record = runner.run_cell(self.client, cell, target, image, self.mounts)
+        record = runner.run_cell(self.client, p.command(), p.config, target, p.resources, image,
+                                 self.mounts, path)
         record["host_s"] = round(time.perf_counter() - started, 3)
         if record.get("run_s") is not None:
             self.overheads.append(record["host_s"] - record["run_s"])
-        self._store(path, record, cell, target, image_info)
+        self._store(p, record, image_info)
         return record, _figure(record)
 
-    def _gpu_problem(self, cell: cellmod.Cell, target: matrix.Target, image: Any) -> str | None:
-        """Probe GPU access once per image; None when the target has no GPUs or they work."""
-        if not target.gpu_count:
+    def _gpu_problem(self, cell: cellmod.Cell, res: resources.Resources,
+                     image: Any) -> str | None:
+        """Probe GPU access once per image; None when the cell has no GPUs or they work."""
+        if res.device != "cuda":
             return None
         if cell.environment not in self.gpu_problems:
-            self.gpu_problems[cell.environment] = gpu.probe(self.client, image, target.gpu_count)
+            count = -1 if res.gpus in (None, "all") else int(res.gpus)
+            self.gpu_problems[cell.environment] = gpu.probe(self.client, image, count)
         return self.gpu_problems[cell.environment]
 
-    def _failed(self, cell: cellmod.Cell, target: matrix.Target, image_info: dict[str, Any],
-                kind: str, message: str) -> dict[str, Any]:
-        record = results.host_failure(cell, target.device, self.opts.synthetic, kind, message)
-        self._store(results.path_for(self.opts.results_dir, cell), record, cell, target,
-                    image_info)
-        return record
-
-    def _store(self, path: Path, record: dict[str, Any], cell: cellmod.Cell,
-               target: matrix.Target, image_info: dict[str, Any]) -> None:
-        extra = {"quick": self.opts.quick, "cpus": runner.effective_cpus(target),
-                 "gpus": target.gpus, "target_accuracy": self.matrix.benchmark.target_accuracy}
-        results.annotate(record, cell, target.label, target.price_per_hour, image_info, extra)
+    def _store(self, p: cellmod.Prepared, record: dict[str, Any],
+               image_info: dict[str, Any]) -> None:
+        target = self.matrix.targets[p.cell.target]
+        results.annotate(record, p.cell, p.identity, target.label, target.price_per_hour,
+                         p.resources, image_info, self.matrix.benchmark.target_accuracy)
+        record["written_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        path = self.opts.results_dir / ("%s.json" % p.file_stem)
         results.write(path, record)
         users.own(path)
 
@@ -148,12 +173,16 @@ class _Session:
 def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     started = time.perf_counter()
     m, cells = plan_cells(opts)
-    mounts = runner.Mounts(opts.results_dir, opts.log_dir, _data_dir(opts))
+    data_dir = _data_dir(opts, m)
+    mounts = runner.Mounts(opts.results_dir, opts.log_dir, data_dir)
     client = engine.connect()
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
+    cpus = host_cpus(client)
+    print_resources(m, cells, cpus, out)
     names = list(dict.fromkeys(c.environment for c in cells))
     built, build_failures = build_images(client, m, names, opts, out)
-    session = _Session(client, m, opts, mounts, built, build_failures)
+    session = _Session(client, m, opts, mounts, data_identity(data_dir), cpus, built,
+                       build_failures)
     records: list[tuple[cellmod.Cell, dict[str, Any]]] = []
     try:
         for index, cell in enumerate(cells, 1):
@@ -174,6 +203,20 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
               "median %.2f s, max %.2f s"
               % (statistics.median(session.overheads), max(session.overheads)), file=out)
     return 0 if all(r.get("status") == "ok" for _, r in records) else 1
+
+
+def print_resources(m: matrix.Matrix, cells: list[cellmod.Cell], cpus: int,
+                     out: TextIO) -> None:
+    """Say what each target's cells may use on this host before anything runs."""
+    seen: set[tuple[str, Any]] = set()
+    for cell in cells:
+        key = (cell.target, cell.settings["threads"])
+        if key in seen:
+            continue
+        seen.add(key)
+        res = resources.plan(m.targets[cell.target], cpus, cell.settings["threads"])
+        print("target %s on this %d-CPU host: %s" % (cell.target, cpus, res.describe()),
+              file=out)
 
 
 def _figure(record: dict[str, Any]) -> str:

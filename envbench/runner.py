@@ -1,7 +1,6 @@
 """One cell in one container: locked down, resources from the target, GPUs where it has them."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,8 +9,8 @@ import docker
 import requests
 
 from envbench import gpu, results
-from envbench.cells import Cell, bench_args
 from envbench.matrix import Target
+from envbench.resources import Resources, container_limits
 from envbench.users import host_user, own
 
 LOG_TAIL_LINES = 40
@@ -26,19 +25,13 @@ class Mounts:
     data_dir: Path | None  # None: --synthetic
 
 
-def effective_cpus(target: Target) -> float | None:
-    """The target's CPU count, capped at what this host has (the engine refuses more)."""
-    if target.cpus is None:
-        return None
-    return min(target.cpus, float(os.cpu_count() or 1))
-
-
-def container_options(cell: Cell, target: Target, image: Any, mounts: Mounts) -> dict[str, Any]:
+def container_options(args: list[str], resources: Resources, image: Any, mounts: Mounts,
+                      cell_name: str) -> dict[str, Any]:
     volumes = {str(mounts.results_dir.resolve()): {"bind": "/results", "mode": "rw"}}
     if mounts.data_dir is not None:
         volumes[str(mounts.data_dir.resolve())] = {"bind": "/data", "mode": "ro"}
     options: dict[str, Any] = {
-        "command": bench_args(cell, target.device, mounts.data_dir is None),
+        "command": args,
         "user": host_user(),
         "network_mode": "none",
         "cap_drop": ["ALL"],
@@ -47,19 +40,13 @@ def container_options(cell: Cell, target: Target, image: Any, mounts: Mounts) ->
         "volumes": volumes,
         "environment": {"HOME": "/tmp", "USER": "envbench", "ENVBENCH_IMAGE_ID": image.id,
                         "ENVBENCH_IMAGE_TAG": (image.tags or [""])[0]},
-        "labels": {"envbench.cell": cell.id},
+        "labels": {"envbench.cell": cell_name},
         "detach": True,
     }
-    cpus = effective_cpus(target)
-    if cpus is not None:
-        options["nano_cpus"] = int(cpus * 1e9)
-    if target.cpuset:
-        options["cpuset_cpus"] = target.cpuset
-    if target.memory:
-        options["mem_limit"] = target.memory
-        options["memswap_limit"] = target.memory  # no swap: a cell that needs it is an OOM
-    if target.gpu_count:
-        options["device_requests"] = gpu.device_requests(target.gpu_count)
+    options.update(container_limits(resources))
+    if resources.device == "cuda":
+        options["device_requests"] = gpu.device_requests(
+            -1 if resources.gpus in (None, "all") else int(resources.gpus))
     return options
 
 
@@ -75,23 +62,26 @@ def _save_logs(container: Any, log_path: Path) -> list[str]:
     return raw.decode(errors="replace").splitlines()
 
 
-def run_cell(client: docker.DockerClient, cell: Cell, target: Target, image: Any,
-             mounts: Mounts) -> dict[str, Any]:
-    """Run the cell; return its record (bench's own, or the host's account of the failure)."""
-    device, synthetic = target.device, mounts.data_dir is None
-    out_path = results.path_for(mounts.results_dir, cell)
+def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any],
+             target: Target, resources: Resources, image: Any, mounts: Mounts,
+             out_path: Path) -> dict[str, Any]:
+    """Run one cell; return its record (bench's own, or the host's account of the failure).
+
+    ``args`` is bench's command line, writing to ``out_path`` (under /results in the
+    container); ``config`` is what bench records for it, used when bench records nothing.
+    """
     if out_path.exists():
         out_path.unlink()  # a stale result must not pass for this run's
-    log_path = mounts.log_dir / ("%s.log" % cell.id)
+    log_path = mounts.log_dir / ("%s.log" % out_path.stem)
     lines: list[str] = []
     error: tuple[str, str] | None = None
+    gpus = resources.device == "cuda"
     try:
-        options = container_options(cell, target, image, mounts)
+        options = container_options(args, resources, image, mounts, out_path.stem)
         container = client.containers.create(image.id, **options)
     except docker.errors.DockerException as exc:
-        message = gpu.explain(exc) if target.gpu_count else str(exc).strip()[:500]
-        return _with_tail(results.host_failure(cell, device, synthetic, "ContainerError",
-                                               message), lines)
+        message = gpu.explain(exc) if gpus else str(exc).strip()[:500]
+        return _with_tail(results.host_failure(config, "ContainerError", message), lines)
     try:
         container.start()
         try:
@@ -108,7 +98,7 @@ def run_cell(client: docker.DockerClient, cell: Cell, target: Target, image: Any
             else:
                 error = ("ContainerExited", "bench exited with code %d" % exit_code)
     except docker.errors.DockerException as exc:
-        message = gpu.explain(exc) if target.gpu_count else str(exc).strip()[:500]
+        message = gpu.explain(exc) if gpus else str(exc).strip()[:500]
         error = ("ContainerError", message)
     finally:
         lines = _save_logs(container, log_path)
@@ -119,7 +109,7 @@ def run_cell(client: docker.DockerClient, cell: Cell, target: Target, image: Any
     record = results.read(out_path)
     if record is None:
         kind, message = error or ("NoResult", "bench exited without writing a valid result")
-        record = results.host_failure(cell, device, synthetic, kind, message)
+        record = results.host_failure(config, kind, message)
     elif error is not None and error[0] in ("Timeout", "OutOfMemory"):
         record["status"], record["error"] = "failed", {"type": error[0], "message": error[1]}
     return _with_tail(record, lines) if record["status"] != "ok" else record

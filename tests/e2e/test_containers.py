@@ -13,7 +13,7 @@ import pytest
 from conftest import E2E_MATRIX, ROOT, envbench
 
 from bench.fingerprint import bench_sha256
-from envbench import gpu, runner
+from envbench import cells, gpu, runner
 from envbench.cells import Cell
 from envbench.matrix import Settings, Target
 
@@ -21,7 +21,9 @@ pytestmark = pytest.mark.e2e
 
 
 def _results(reports: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in (reports / "results").glob("*.json")}
+    """Result records by the readable part of their file name (without the identity hash)."""
+    return {p.stem.rsplit("__", 1)[0]: json.loads(p.read_text())
+            for p in (reports / "results").glob("*.json")}
 
 
 def test_both_stacks_run_the_identical_benchmark(first_run, client):
@@ -40,6 +42,13 @@ def test_both_stacks_run_the_identical_benchmark(first_run, client):
         assert record["cell"]["target_label"] == "CI CPU"
         assert record["cell"]["price_per_hour"] == 0.1
         assert record["epochs"][0]["samples"] == 600
+        # Fair threads: the target's 2 CPUs are the quota, the cores and torch's threads,
+        # on the old stack (whose torch defaults to one thread here) as on the new.
+        assert record["env"]["threads"] == record["config"]["threads"] == 2
+        assert record["env"]["cpu_affinity"] == [0, 1]
+        resources = record["cell"]["resources"]
+        assert (resources["cpus"], resources["cpuset"], resources["threads_from"]) == \
+            (2, "0-1", "cpus")
         assert record["memory"]["cgroup_peak_bytes"] is None or \
             record["memory"]["cgroup_peak_bytes"] > 0
 
@@ -69,7 +78,7 @@ def test_a_rerun_runs_only_missing_cells_and_a_killed_run_resumes(first_run, e2e
                                                                    client):
     reports, _ = first_run
     results = reports / "results"
-    (results / "torch2.13-cpu__cpu__base__r0.json").unlink()
+    next(results.glob("torch2.13-cpu__cpu__base__r0__*.json")).unlink()
     proc = envbench(e2e_env, "bench", "--matrix", E2E_MATRIX, "--data", cifar,
                     "--reports", reports)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -84,14 +93,17 @@ def test_a_rerun_runs_only_missing_cells_and_a_killed_run_resumes(first_run, e2e
                              "--data", str(cifar), "--reports", str(reports)], cwd=ROOT,
                             env=e2e_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
-    first = results / "debian-torch1.13__cpu__base__r0.json"
     deadline = time.monotonic() + 300
+
+    def second_cell_runs() -> bool:
+        return any(c.labels.get("envbench.cell", "").startswith("torch2.13-cpu__")
+                   for c in client.containers.list(filters={"label": "envbench.cell"}))
+
     # Interrupt while the second cell's container runs: the first is done, the second is not.
-    second = {"label": "envbench.cell=torch2.13-cpu__cpu__base__r0"}
-    while not client.containers.list(filters=second):
+    while not second_cell_runs():
         assert time.monotonic() < deadline and proc.poll() is None, "the run ended early"
         time.sleep(0.05)
-    assert first.exists()
+    first = next(results.glob("debian-torch1.13__cpu__base__r0__*.json"))
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
@@ -130,17 +142,31 @@ def _cell(target: str = "cpu") -> Cell:
     return Cell("debian-torch1.13", target, 0, {}, settings)
 
 
+def _run_cell(client, target: Target, image, folder: Path) -> dict:
+    """One cell through the runner, as the kit's bench command would run it."""
+    p = cells.prepare(_cell("gpu" if target.device == "cuda" else "cpu"), target, 2,
+                      {"source": "synthetic", "sha256": None}, image.id)
+    return runner.run_cell(client, p.command(), p.config, target, p.resources, image,
+                           runner.Mounts(folder, folder, None), folder / ("%s.json" % p.file_stem))
+
+
 def _image(client, first_run, env_name: str):
     record = _results(first_run[0])["%s__cpu__base__r0" % env_name]
     return client.images.get(record["env"]["image"]["id"])
 
 
-def test_a_gpu_cell_on_this_engine_fails_with_the_clear_message(client, first_run, tmp_path):
+@pytest.fixture
+def no_nvidia_runtime(client):
+    if "nvidia" in (client.info().get("Runtimes") or {}):
+        pytest.skip("this engine has the NVIDIA runtime: the missing-runtime path cannot happen")
+
+
+def test_a_gpu_cell_on_this_engine_fails_with_the_clear_message(client, first_run, tmp_path,
+                                                                no_nvidia_runtime):
     image = _image(client, first_run, "debian-torch1.13")
     assert gpu.probe(client, image, -1) == gpu.NO_RUNTIME
     target = Target(device="cuda", gpus="all", label="GPU", price_per_hour=1.0)
-    mounts = runner.Mounts(tmp_path, tmp_path, None)
-    record = runner.run_cell(client, _cell("gpu"), target, image, mounts)
+    record = _run_cell(client, target, image, tmp_path)
     assert record["status"] == "failed"
     assert record["error"]["message"] == gpu.NO_RUNTIME
 
@@ -149,14 +175,16 @@ def test_the_container_has_no_network_and_no_capabilities(client, first_run, tmp
     image = _image(client, first_run, "torch2.13-cpu")
     target = Target(device="cpu", cpus=1, label="CPU", price_per_hour=0)
     mounts = runner.Mounts(tmp_path, tmp_path, None)
-    options = runner.container_options(_cell(), target, image, mounts)
+    p = cells.prepare(_cell(), target, 2, {"source": "synthetic", "sha256": None}, image.id)
+    options = runner.container_options(p.command(), p.resources, image, mounts, p.file_stem)
     options.update(detach=False, remove=True, entrypoint=["sh", "-c"],
-                   command=["ls /sys/class/net; id -u; grep CapEff /proc/self/status; "
+                   command=["ls /sys/class/net; id -u; nproc; grep CapEff /proc/self/status; "
                             "grep NoNewPrivs /proc/self/status; df -h /dev/shm | tail -1"])
     output = client.containers.run(image.id, **options).decode()
     lines = output.split()
     assert lines[0] == "lo" and "eth0" not in output, output
     assert lines[1] == str(os.getuid())
+    assert lines[2] == "1"  # cpus: 1 is one core (cpuset), not a quota over every core
     assert "CapEff:\t0000000000000000" in output.replace("CapEff: ", "CapEff:\t")
     assert "NoNewPrivs:\t1" in output.replace("NoNewPrivs: ", "NoNewPrivs:\t")
     assert "2.0G" in output  # shared memory for DataLoader workers
@@ -186,8 +214,8 @@ def test_a_missing_base_image_is_named_and_never_pulled_offline(e2e_env, tmp_pat
     assert "Traceback" not in proc.stdout
 
 
-def test_a_gpu_target_through_the_cli_fails_every_gpu_cell_with_one_sentence(e2e_env, cifar,
-                                                                            tmp_path):
+def test_a_gpu_target_through_the_cli_fails_every_gpu_cell_with_one_sentence(
+        e2e_env, cifar, tmp_path, no_nvidia_runtime):
     """A stack that claims CUDA (its template skips the CUDA check, so it builds here) on a
     GPU target: the run probes once, records each GPU cell as failed, and goes on."""
     (tmp_path / "nocheck.j2").write_text('{% extends "_stack.Dockerfile.j2" %}\n')
@@ -217,8 +245,7 @@ def test_a_cell_killed_at_the_memory_limit_is_recorded_as_out_of_memory(client, 
                                                                          tmp_path):
     image = _image(client, first_run, "debian-torch1.13")
     target = Target(device="cpu", memory="48m", label="tiny", price_per_hour=0)
-    record = runner.run_cell(client, _cell(), target, image,
-                             runner.Mounts(tmp_path, tmp_path, None))
+    record = _run_cell(client, target, image, tmp_path)
     assert record["status"] == "failed"
     assert record["error"]["type"] == "OutOfMemory", record["error"]
     assert "memory limit (48m)" in record["error"]["message"]

@@ -1,11 +1,14 @@
-"""Cells: the cross product, the filters, --quick, stable ids and bench's command line."""
+"""Cells: the cross product, the filters, --quick, and bench's command line and config."""
 from __future__ import annotations
 
 import pytest
 from test_matrix import GOOD
 
+from bench import result
 from envbench import cells, matrix
 from envbench.errors import UserError
+
+SYNTHETIC = {"source": "synthetic", "sha256": None}
 
 
 @pytest.fixture
@@ -16,8 +19,10 @@ def m() -> matrix.Matrix:
 def test_cells_are_envs_times_compatible_targets_times_sweep_times_repeats(m):
     all_cells = cells.expand(m)
     # a: cpu only; g: gpu + cpu -> 3 pairs x 4 sweep points x 3 repeats
-    assert len(all_cells) == 3 * 4 * 3
-    assert len({c.id for c in all_cells}) == len(all_cells)
+    assert len(all_cells) == 3 * 4 * 3 == m.cell_count()
+    stems = {cells.prepare(c, m.targets[c.target], 2, SYNTHETIC, "sha256:x").file_stem
+             for c in all_cells}
+    assert len(stems) == len(all_cells)
     assert {c.target for c in all_cells if c.environment == "a"} == {"cpu"}
     variants = {tuple(sorted(c.variant.items())) for c in all_cells}
     assert (("amp", "bf16"), ("batch_size", 32)) in variants
@@ -28,23 +33,35 @@ def test_filters_and_quick(m):
     only = cells.expand(m, envs=["g"], targets=["cpu"])
     assert {(c.environment, c.target) for c in only} == {("g", "cpu")}
     quick = cells.expand(m, quick=True)
-    assert len(quick) == 3 * 4 and all(c.settings["epochs"] == 1 for c in quick)
+    assert len(quick) == 3 * 4 and all(c.settings["epochs"] == 1 and c.quick for c in quick)
     with pytest.raises(UserError, match="unknown environment nope"):
         cells.expand(m, envs=["nope"])
 
 
-def test_ids_are_stable_and_file_safe(m):
-    first, again = cells.expand(m), cells.expand(m)
-    assert [c.id for c in first] == [c.id for c in again]
-    assert all("/" not in c.id and " " not in c.id for c in first)
-
-
-def test_bench_args_carry_the_cell_settings(m):
-    cell = next(c for c in cells.expand(m) if c.variant == {"batch_size": 32, "amp": "bf16"})
-    args = cells.bench_args(cell, "cuda", synthetic=False)
+def test_bench_args_carry_the_cell_settings_and_the_planned_threads(m):
+    cell = next(c for c in cells.expand(m) if c.variant == {"batch_size": 32, "amp": "bf16"}
+                and c.target == "gpu")
+    p = cells.prepare(cell, m.targets["gpu"], 4, {"source": "cifar10", "sha256": "a" * 64},
+                      "sha256:x")
+    args = p.command()
     assert args[:2] == ["--device", "cuda"]
     assert args[args.index("--batch-size") + 1] == "32"
     assert args[args.index("--amp") + 1] == "bf16"
     assert args[args.index("--data") + 1] == "/data"
-    assert args[-2:] == ["--out", "/results/%s.json" % cell.id]
-    assert "--synthetic" in cells.bench_args(cell, "cpu", synthetic=True)
+    assert args[args.index("--threads") + 1] == "4"  # the host's cores: the target sets none
+    assert args[-2:] == ["--out", "/results/%s.json" % p.file_stem]
+    cpu_cell = next(c for c in cells.expand(m) if c.target == "cpu")
+    synthetic = cells.prepare(cpu_cell, m.targets["cpu"], 32, SYNTHETIC, "sha256:x")
+    assert "--synthetic" in synthetic.args
+    assert synthetic.args[synthetic.args.index("--threads") + 1] == "8"  # cpus: 8
+
+
+def test_the_host_knows_the_config_bench_will_record(m):
+    """bench's own parser turns the command line into the config section: every required
+    key is there, with the values the cell asked for."""
+    cell = cells.expand(m)[0]
+    p = cells.prepare(cell, m.targets[cell.target], 2, SYNTHETIC, None)
+    assert set(result.REQUIRED["config"]) <= set(p.config)
+    assert p.config["batch_size"] == cell.settings["batch_size"]
+    assert p.config["threads"] == p.resources.threads == 2
+    assert p.config["synthetic"] is True and p.config["data"] is None

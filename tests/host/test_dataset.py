@@ -51,6 +51,12 @@ def test_an_unreachable_source_is_a_clear_error(tmp_path):
         dataset.fetch(tmp_path, url="file:///no/such/file.tar.gz", out=io.StringIO())
 
 
-def test_the_official_checksum_is_the_published_one():
-    assert dataset.MD5 == "c58f30108f718f92721af3b95e74349a"
-    assert dataset.URL.endswith("/cifar-10-python.tar.gz")
+def test_the_data_digest_names_the_data_set(tmp_path):
+    one = Path(write_cifar(str(tmp_path / "one"), per_batch=20, test_count=20))
+    same = Path(write_cifar(str(tmp_path / "same"), per_batch=20, test_count=20))
+    assert dataset.digest(one) == dataset.digest(same)
+    test_batch = one / dataset.FOLDER / "test_batch"
+    raw = bytearray(test_batch.read_bytes())
+    raw[-20] ^= 1  # one bit of one image
+    test_batch.write_bytes(bytes(raw))
+    assert dataset.digest(one) != dataset.digest(same)

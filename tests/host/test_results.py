@@ -1,38 +1,53 @@
 """Which stored results count as done (resume), and host-written failure records."""
 from __future__ import annotations
 
-from bench import result
-from envbench import results
-from envbench.cells import Cell
-from envbench.matrix import Settings
+from test_matrix import GOOD
 
-SETTINGS = Settings(epochs=1, batch_size=32).model_dump()
-CELL = Cell("env", "cpu", 0, {}, SETTINGS)
+from envbench import cells, contract, identity, matrix, results
 
-
-def ok_record(image_id: str = "sha256:abc") -> dict:
-    record = results.host_failure(CELL, "cpu", False, "X", "y")
-    record.update(status="ok", error=None)
-    record["env"]["image"] = {"id": image_id, "tag": "t"}
-    record["epochs"] = [{k: 0 for k in result.EPOCH_KEYS}]
-    record["epochs"][0]["phases_s"] = dict.fromkeys(result.PHASES, 0.0)
-    return record
+M = matrix.parse(GOOD)
+CELL = next(c for c in cells.expand(M) if c.environment == "a")
+DATA = {"source": "synthetic", "sha256": None}
 
 
-def test_a_result_is_current_only_for_the_same_image_and_config():
-    record = ok_record()
-    assert result.validate(record) == []
-    assert results.is_current(record, CELL, "sha256:abc", synthetic=False)
-    assert not results.is_current(record, CELL, "sha256:other", synthetic=False)
-    assert not results.is_current(record, CELL, "sha256:abc", synthetic=True)
-    changed = Cell("env", "cpu", 0, {}, dict(SETTINGS, batch_size=64))
-    assert not results.is_current(record, changed, "sha256:abc", synthetic=False)
-    assert not results.is_current(dict(record, status="failed"), CELL, "sha256:abc", False)
-    assert not results.is_current(None, CELL, "sha256:abc", False)
+def stored(tmp_path, image_id="sha256:abc", status="ok", host_cpus=2):
+    """A record as the runner stores it for CELL, read back from disk."""
+    p = cells.prepare(CELL, M.targets["cpu"], host_cpus, DATA, image_id)
+    record = results.host_failure(p.config, "X", "y")
+    if status == "ok":
+        record.update(status="ok", error=None)
+        record["epochs"] = [{"epoch": 0, "wall_s": 1.0, "samples": 10, "samples_per_s": 10.0,
+                             "phases_s": {"data": 0.1, "h2d": 0.0, "forward": 0.3,
+                                          "backward": 0.4, "optimizer": 0.1},
+                             "train_loss": 2.3, "test_acc": 0.1, "test_s": 0.1}]
+        record["summary"].update(epoch_s_median=1.0, first_epoch_s=1.0, samples_per_s=10.0,
+                                 final_test_acc=0.1)
+    results.annotate(record, CELL, p.identity, "CPU", 0.1, p.resources,
+                     {"id": image_id, "tag": "t"}, None)
+    path = results.path_for(tmp_path, p.identity, CELL)
+    results.write(path, record)
+    return p, results.read(path)
+
+
+def test_a_result_is_current_only_for_the_same_measurement(tmp_path):
+    p, record = stored(tmp_path)
+    assert contract.problems(record) == []
+    assert results.is_current(record, p.identity)
+    other_image = cells.prepare(CELL, M.targets["cpu"], 2, DATA, "sha256:other").identity
+    assert not results.is_current(record, other_image)
+    real_data = cells.prepare(CELL, M.targets["cpu"], 2, {"source": "cifar10", "sha256": "a" * 64},
+                              "sha256:abc").identity
+    assert not results.is_current(record, real_data)
+    # The same target on a bigger host gets more threads: another measurement.
+    bigger = cells.prepare(CELL, M.targets["cpu"], 32, DATA, "sha256:abc").identity
+    assert not results.is_current(record, bigger)
+    _, failed = stored(tmp_path / "f", status="failed")
+    assert not results.is_current(failed, p.identity)
+    assert not results.is_current(None, p.identity)
 
 
 def test_torn_or_foreign_files_read_as_absent(tmp_path):
-    (tmp_path / "torn.json").write_text('{"schema": "envbench.result/1", "sta')
+    (tmp_path / "torn.json").write_text('{"schema": "envbench.result/2", "sta')
     (tmp_path / "other.json").write_text('{"hello": 1}')
     assert results.read(tmp_path / "torn.json") is None
     assert results.read(tmp_path / "other.json") is None
@@ -40,11 +55,11 @@ def test_torn_or_foreign_files_read_as_absent(tmp_path):
 
 
 def test_host_failures_validate_and_explain_themselves(tmp_path):
-    record = results.host_failure(CELL, "cuda", True, "GpuUnavailable", "no runtime")
-    results.annotate(record, CELL, "RTX", 0.35, {"id": "i", "tag": "t"}, {"quick": False})
-    results.write(tmp_path / "r.json", record)
-    back = results.read(tmp_path / "r.json")
+    p, back = stored(tmp_path, status="failed")
     assert back is not None and back["status"] == "failed"
-    assert back["cell"]["target_label"] == "RTX" and back["cell"]["price_per_hour"] == 0.35
-    assert back["error"] == {"type": "GpuUnavailable", "message": "no runtime"}
-    assert back["config"]["device"] == "cuda" and back["config"]["batch_size"] == 32
+    assert back["cell"]["target_label"] == "CPU" and back["cell"]["price_per_hour"] == 0.1
+    assert back["error"] == {"type": "X", "message": "y"}
+    assert back["config"]["device"] == "cpu" and back["config"]["batch_size"] == 32
+    assert back["cell"]["resources"]["threads"] == 2 and back["cell"]["id"] == \
+        results.path_for(tmp_path, p.identity, CELL).stem
+    assert identity.of_record(back) == p.identity
