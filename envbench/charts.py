@@ -94,7 +94,7 @@ def speedup_by_batch(speedups: list[Speedup]) -> str | None:
         rest = {k: v for k, v in g.variant.items() if k != "batch_size"}
         name = "%s · %s%s" % (g.environment, g.target_label,
                               "" if not rest else " · " + variant_text(rest))
-        lines.setdefault(name, []).append((int(g.variant["batch_size"]), s.ratio))
+        lines.setdefault(name, []).append((g.batch_size, s.ratio))
     lines = {k: sorted(v) for k, v in lines.items() if len(v) > 1}
     if not lines:
         return None

@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 
 from bench import result
-from envbench import charts, reportdata, stats
+from envbench import charts, hardware, reference, reportdata, selection, stats
 from envbench.errors import UserError
 from envbench.reportdata import Group, variant_text
 
@@ -55,6 +55,9 @@ def jinja_env() -> jinja2.Environment:
 def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
                   baseline: str | None, goal: float | None) -> dict[str, Any]:
     groups = reportdata.group(records)
+    formats = {"s": _na("%.2f s"), "x": _na("%.2f×"),
+               "share": lambda v: DASH if v is None else "%.1f%%" % (100 * v),
+               "bytes": human_bytes}
     base = reportdata.choose_baseline(groups, baseline)
     if baseline is not None and base is None:
         raise UserError("--baseline %s: no results for that target (have: %s)"
@@ -67,13 +70,15 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
     effects = reportdata.effects(groups)
     environments = sorted({g.environment for g in groups})
     sizes = reportdata.batch_sizes(groups)
-    # (environment, target label, the variant's other keys, {batch size: Speedup})
+    # (environment, target title, the variant's other keys, {batch size: Speedup})
     batch_rows: dict[tuple[str, str, str], dict[int, Any]] = {}
     for g in groups:
         if g.target != base and g.key in speedups and "batch_size" in g.variant:
             rest = variant_text({k: v for k, v in g.variant.items() if k != "batch_size"})
-            row = batch_rows.setdefault((g.environment, g.target_label, rest), {})
-            row[int(g.variant["batch_size"])] = speedups[g.key]
+            marks = " ".join(g.marks)
+            row = batch_rows.setdefault((g.environment, g.target_label,
+                                         rest + (" (%s)" % marks if marks else "")), {})
+            row[g.batch_size] = speedups[g.key]
     batch_table = [(env, label, rest, row) for (env, label, rest), row in batch_rows.items()]
     columns, rows, values, differ = reportdata.fingerprints(groups)
     failures = [(g, r) for g in groups for r in g.failed]
@@ -85,6 +90,8 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
         "batch_table": batch_table, "goal": goal, "skipped": skipped,
         "fp_columns": columns, "fp_rows": rows, "fp_values": values, "fp_differ": differ,
         "repro": reportdata.reproducibility(groups), "failures": failures,
+        "reference": reference.compare(groups, formats),
+        "reference_hardware": reference.HARDWARE, "reference_stack": reference.STACK,
         "total": len(records), "ok_count": sum(1 for r in records if r["status"] == "ok"),
         "repeats": repeats, "noisy_cv": reportdata.NOISY_CV,
         "charts": {
@@ -126,8 +133,16 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
     *[(key, _field("summary", key))
       for key in ("epoch_s_median", "first_epoch_s", "samples_per_s", "final_test_acc")],
     *[("phase_%s_s" % p, _phase_median(p)) for p in result.PHASES],
+    ("measured_hardware", lambda r: hardware.measured_name(r["env"], r["config"].get("device"))),
+    ("quick", _field("cell", "quick")),
+    ("data", lambda r: (r["cell"].get("data") or {}).get("source")),
+    ("threads", _field("config", "threads")),
+    ("threads_from", lambda r: (r["cell"].get("resources") or {}).get("threads_from")),
+    ("cpu_quota", lambda r: (r["cell"].get("resources") or {}).get("cpus")),
+    ("cpuset", lambda r: (r["cell"].get("resources") or {}).get("cpuset")),
     *[(key, _field("memory", key))
-      for key in ("gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes", "host_peak_rss_bytes")],
+      for key in ("gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes", "cgroup_peak_bytes",
+                  "process_rss_peak_bytes", "worker_rss_peak_bytes", "swap_peak_bytes")],
     ("price_per_hour", _field("cell", "price_per_hour")),
     ("cost_per_epoch", _cost_per_epoch),
     *[(key, _field("env", key)) for key in ("torch", "cuda", "device_name")],
@@ -156,11 +171,18 @@ def _markdown_safe(value: Any) -> Any:
 
 def render(paths: list[Path], out: Path, baseline: str | None = None,
            goal: float | None = None) -> dict[str, Path]:
-    records, skipped = reportdata.load(paths)
+    """Report every valid result in ``paths`` (files or folders), naming the files left out."""
+    loaded, skipped = reportdata.load(paths)
+    return render_loaded(loaded, skipped, out, baseline, goal, where=", ".join(map(str, paths)))
+
+
+def render_loaded(loaded: list[reportdata.Loaded], skipped: list[tuple[str, str]], out: Path,
+                  baseline: str | None = None, goal: float | None = None,
+                  where: str = "the results") -> dict[str, Path]:
+    records = [item.record for item in loaded]
     if not records:
-        raise UserError("no valid result files in %s (run `nox -s bench-cpu` first)%s"
-                        % (", ".join(map(str, paths)),
-                           "; skipped: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
+        raise UserError("no results to report in %s (run `nox -s bench-cpu` first)%s"
+                        % (where, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
                            if skipped else ""))
     context = build_context(records, skipped, baseline, goal)
     env = jinja_env()
@@ -175,9 +197,46 @@ def render(paths: list[Path], out: Path, baseline: str | None = None,
     return written
 
 
+def _filter(loaded: list[reportdata.Loaded], args: argparse.Namespace,
+            m: Any) -> list[reportdata.Loaded]:
+    """--env, --target and --kind for result folders given by path."""
+    def keep(record: dict[str, Any]) -> bool:
+        cell = record["cell"]
+        device = record["config"]["device"]
+        return ((not args.env or cell.get("environment") in args.env)
+                and (not args.target or cell.get("target") in args.target)
+                and (args.kind is None or device == args.kind)
+                and (not args.quick or bool(cell.get("quick")))
+                and (not args.synthetic or bool(record["config"]["synthetic"])))
+    return [item for item in loaded if keep(item.record)]
+
+
 def main(args: argparse.Namespace) -> int:
-    paths = args.results or [args.reports / "results"]
-    written = render(paths, args.out or args.reports, args.baseline, args.target_accuracy)
+    out = args.out or args.reports
+    if args.results:
+        # Folders named on the command line: report what they hold, nothing else.
+        loaded, skipped = reportdata.load(args.results)
+        loaded = _filter(loaded, args, None)
+        where = ", ".join(map(str, args.results))
+    else:
+        from envbench import cells, matrix
+
+        m = matrix.load(args.matrix)
+        chosen = cells.expand(m, args.env, args.target, args.kind, args.quick)
+        folder = args.reports / "results"
+        loaded, skipped = reportdata.load([folder])
+        synthetic = args.synthetic or m.benchmark.data == "synthetic"
+        loaded, left_out = selection.current(loaded, m, chosen, synthetic, args.data,
+                                             args.matrix.resolve().parent, args.quick)
+        skipped = sorted(skipped + left_out)
+        where = "%s for the cells of %s" % (folder, args.matrix)
+    written = render_loaded(loaded, skipped, out, args.baseline, args.target_accuracy, where)
+    print("reported %d results; left out %d files%s" % (
+        len(loaded), len(skipped), " (the page lists them with the reason)" if skipped else ""))
+    for path, why in skipped[:5]:
+        print("  left out %s: %s" % (path, why))
+    if len(skipped) > 5:
+        print("  … and %d more" % (len(skipped) - 5))
     for path in written.values():
         print("wrote %s (%.1f kB)" % (path, path.stat().st_size / 1000), file=sys.stdout)
     return 0

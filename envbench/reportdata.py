@@ -10,14 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from bench import result
-from envbench import stats
+from envbench import contract, hardware, identity, stats
+from envbench.identity import Identity
 
 NOISY_CV = 0.05
 # The value each swept optimisation is measured against ("what you get without it").
 EFFECT_BASELINES: dict[str, Any] = {"amp": "off", "pipeline": "classic", "compile": "off",
                                     "channels_last": False, "accumulate": 1, "workers": 2}
 FINGERPRINT_KEYS = ("torch", "torchvision", "cuda", "cudnn", "python", "driver", "device_name",
-                    "compute_capability", "cpu_model", "cpu_count", "threads")
+                    "gpu_count", "compute_capability", "cpu_model", "cpu_count", "threads")
+# The cell's resources as the host planned them (rows of the fingerprint table).
+RESOURCE_ROWS = {"threads from": "threads_from", "CPU quota": "cpus", "cpuset": "cpuset",
+                 "memory limit": "memory", "swap limit": "swap", "GPUs asked": "gpus"}
 
 
 def variant_text(variant: dict[str, Any]) -> str:
@@ -26,16 +30,31 @@ def variant_text(variant: dict[str, Any]) -> str:
 
 @dataclass
 class Group:
-    """The repeats of one cell: same environment, target and variant."""
+    """The repeats of one measurement: results whose identity differs only in the repeat."""
 
-    environment: str
-    target: str
+    identity: Identity
     variant: dict[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)
+    # Set by group(): what tells this group apart from others of the same environment,
+    # target and variant (a quick run, synthetic data, another image...).
+    marks: tuple[str, ...] = ()
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.environment, self.target, variant_text(self.variant))
+    def environment(self) -> str:
+        return self.identity.environment
+
+    @property
+    def target(self) -> str:
+        return self.identity.target
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.environment, self.target, variant_text(self.variant), " ".join(self.marks))
+
+    @property
+    def kind(self) -> tuple[str, ...]:
+        """Marks that a comparison across targets must share (quick with quick...)."""
+        return tuple(m for m in self.marks if m in KIND_MARKS)
 
     @property
     def ok(self) -> list[dict[str, Any]]:
@@ -49,8 +68,78 @@ class Group:
         return self.records[0]["cell"].get(key)
 
     @property
+    def label(self) -> str | None:
+        """The matrix's alias for the target (not a measurement)."""
+        return self._cell("target_label")
+
+    @property
+    def measured_names(self) -> list[str]:
+        names = []
+        for r in self.ok or self.records:
+            name = hardware.measured_name(r["env"], self.device)
+            if name and name not in names:
+                names.append(name)
+        return names
+
+    @property
+    def hardware(self) -> str | None:
+        """What bench measured: 'NVIDIA H200', 'AMD EPYC 7B13 · 2 threads'; None if nothing."""
+        names = self.measured_names
+        return " / ".join(names) if names else None
+
+    @property
+    def title(self) -> str:
+        """How rows are named: measured hardware first, else the label marked as unmeasured."""
+        if self.hardware:
+            return self.hardware
+        return "%s (label; not measured)" % self.label if self.label else \
+            "%s (not measured)" % self.target
+
+    @property
+    def warnings(self) -> list[str]:
+        """Label contradictions and repeats that ran on different hardware."""
+        out = []
+        for r in self.ok or self.records:
+            problem = hardware.contradiction(self.label, r["env"], self.device)
+            if problem and problem not in out:
+                out.append(problem)
+        if len(self.measured_names) > 1:
+            out.append("repeats measured different hardware")
+        return out
+
+    @property
+    def resources(self) -> dict[str, Any] | None:
+        return self._cell("resources")
+
+    @property
+    def resources_text(self) -> str | None:
+        res = self.resources
+        if not res:
+            return None
+        parts = []
+        if res.get("threads") is not None:
+            parts.append("%s thread%s (%s)" % (res["threads"], "" if res["threads"] == 1 else "s",
+                                              res.get("threads_from") or "?"))
+        if res.get("cpus") is not None:
+            parts.append("quota %s" % res["cpus"])
+        if res.get("cpuset") is not None:
+            parts.append("cores %s" % res["cpuset"])
+        if res.get("memory") is not None:
+            parts.append("memory %s%s" % (res["memory"], " + swap %s" % res["swap"]
+                                          if res.get("swap") else ""))
+        if res.get("gpus") is not None:
+            parts.append("GPUs %s" % res["gpus"])
+        return ", ".join(parts) or None
+
+    @property
+    def swap_method(self) -> str | None:
+        methods = {r["memory"].get("swap_peak_method") for r in self.ok} - {None}
+        return " / ".join(sorted(methods)) or None
+
+    @property
     def target_label(self) -> str:
-        return self._cell("target_label") or self.target
+        """Short name for tables and charts: the measured hardware, else the label/target."""
+        return self.title
 
     @property
     def price(self) -> float | None:
@@ -59,6 +148,11 @@ class Group:
     @property
     def device(self) -> str:
         return self.records[0]["config"].get("device") or "?"
+
+    @property
+    def batch_size(self) -> int:
+        """As bench ran it (the variant's value is the matrix's word for it)."""
+        return self.records[0]["config"]["batch_size"]
 
     @property
     def repeat_epoch_s(self) -> list[float]:
@@ -177,45 +271,82 @@ class Speedup:
     ci: tuple[float, float] | None
 
 
-def load(paths: list[Path]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """Valid result records from files and folders, and (file, reason) for each one skipped."""
+@dataclass(frozen=True)
+class Loaded:
+    path: Path
+    record: dict[str, Any]
+
+
+def result_files(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         files.extend(sorted(path.rglob("*.json")) if path.is_dir() else [path])
-    records, skipped = [], []
-    for path in files:
+    return files
+
+
+def load(paths: list[Path]) -> tuple[list[Loaded], list[tuple[str, str]]]:
+    """Valid results from files and folders, and (file, reason) for each one left out."""
+    loaded, skipped = [], []
+    for path in result_files(paths):
         try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            skipped.append((str(path), "not readable JSON (%s)" % exc))
-            continue
-        problems = result.validate(record)
-        if problems:
-            skipped.append((str(path), "; ".join(problems[:3])))
-            continue
-        records.append(record)
-    return records, skipped
+            loaded.append(Loaded(path, contract.load(path)))
+        except contract.InvalidResult as exc:
+            skipped.append((str(path), str(exc)))
+    return loaded, skipped
 
 
 def group(records: list[dict[str, Any]]) -> list[Group]:
-    groups: dict[tuple[str, str, str], Group] = {}
+    """Repeats of one measurement together (see envbench.identity), in a stable order."""
+    groups: dict[str, Group] = {}
     for record in records:
-        cell = record["cell"]
-        env = str(cell.get("environment") or "?")
-        target = str(cell.get("target") or record["config"].get("device") or "?")
-        variant = dict(cell.get("variant") or {})
-        g = Group(env, target, variant)
-        groups.setdefault(g.key, g).records.append(record)
+        ident = identity.of_record(record)
+        g = groups.setdefault(ident.group, Group(ident, dict(record["cell"]["variant"])))
+        g.records.append(record)
     for g in groups.values():
         g.records.sort(key=lambda r: (r["cell"].get("repeat") or 0))
+    _mark(list(groups.values()))
     return sorted(groups.values(), key=_order)
+
+
+KIND_MARKS = ("quick", "synthetic data")
+
+
+def _mark(groups: list[Group]) -> None:
+    """Give each group the marks that set it apart: always quick and synthetic data, and
+    whatever else differs from groups with the same environment, target and variant."""
+    for g in groups:
+        marks = []
+        if g.identity.quick:
+            marks.append("quick")
+        if dict(g.identity.data).get("source") == "synthetic":
+            marks.append("synthetic data")
+        g.marks = tuple(marks)
+    clashes: dict[tuple[str, ...], list[Group]] = {}
+    for g in groups:
+        clashes.setdefault(g.key, []).append(g)
+    for same in clashes.values():
+        if len(same) < 2:
+            continue
+        for g in same:
+            others = [o.identity for o in same if o is not g]
+            extra = []
+            if any(o.image_id != g.identity.image_id for o in others):
+                extra.append("image %s" % (g.identity.image_id or "none")[7:19])
+            if any(dict(o.data).get("sha256") != dict(g.identity.data).get("sha256")
+                   for o in others):
+                extra.append("data %s" % (dict(g.identity.data).get("sha256") or "?")[:8])
+            if any(o.resources != g.identity.resources or o.options != g.identity.options
+                   for o in others):
+                extra.append("run %s" % g.identity.group[:8])
+            g.marks = g.marks + tuple(extra)
 
 
 def _order(g: Group) -> tuple[Any, ...]:
     """Environment, target, then variant values with numbers in numeric order (32 < 256)."""
-    values = tuple((k, (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)))
+    values = tuple((k, (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool)
+                    else (1, 0, str(v)))
                    for k, v in sorted(g.variant.items()))
-    return (g.environment, g.target, values)
+    return (g.environment, g.target, values, g.marks)
 
 
 def choose_baseline(groups: list[Group], wanted: str | None) -> str | None:
@@ -236,12 +367,32 @@ def speedup(g: Group, base: Group) -> Speedup | None:
     return Speedup(g, base, ratio, ci)
 
 
-def speedups(groups: list[Group], baseline: str | None) -> dict[tuple[str, str, str], Speedup]:
-    """Each group over the baseline target's group of the same environment and variant."""
-    by_key = {g.key: g for g in groups}
+def _signature(g: Group, drop: tuple[str, ...] = (), across_targets: bool = False) -> str:
+    """The group's identity with some bench options left out: two groups with one signature
+    differ only in those options (and, across targets, in the target and its resources)."""
+    ident = g.identity
+    fields = ident.fields(repeat=False)
+    fields["options"] = {k: v for k, v in fields["options"].items() if k not in drop}
+    fields["variant"] = variant_text({k: v for k, v in g.variant.items() if k not in drop})
+    if across_targets:
+        del fields["target"], fields["resources"]
+    return json.dumps(fields, sort_keys=True)
+
+
+# Across targets these options differ by design: the device, and the threads it was given.
+CROSS_TARGET_OPTIONS = ("device", "threads")
+
+
+def speedups(groups: list[Group], baseline: str | None) -> dict[tuple[str, ...], Speedup]:
+    """Each group over its counterpart on the baseline target: the same environment, image,
+    data, --quick and options, so that the target is the only difference."""
+    bases: dict[str, Group] = {}
+    for g in groups:
+        if g.target == baseline:
+            bases.setdefault(_signature(g, CROSS_TARGET_OPTIONS, across_targets=True), g)
     out = {}
     for g in groups:
-        base = by_key.get((g.environment, baseline or "", variant_text(g.variant)))
+        base = bases.get(_signature(g, CROSS_TARGET_OPTIONS, across_targets=True))
         if base is not None:
             s = speedup(g, base)
             if s is not None:
@@ -250,17 +401,21 @@ def speedups(groups: list[Group], baseline: str | None) -> dict[tuple[str, str, 
 
 
 def effects(groups: list[Group]) -> list[tuple[str, Any, Group, Group, float]]:
-    """(option, value, group, its baseline, speedup) for each swept optimisation."""
-    by_key = {g.key: g for g in groups}
+    """(option, value, group, its baseline, speedup) for each swept optimisation: the group
+    against the one that differs only in that option, set to its 'without' value."""
     out = []
-    for g in groups:
-        for option, base_value in EFFECT_BASELINES.items():
-            if option not in g.variant or g.variant[option] == base_value:
+    for option, base_value in EFFECT_BASELINES.items():
+        without: dict[str, Group] = {}
+        for g in groups:
+            if g.records[0]["config"].get(option) == base_value:
+                without.setdefault(_signature(g, (option,)), g)
+        for g in groups:
+            value = g.records[0]["config"].get(option)
+            if option not in g.variant or value == base_value:
                 continue
-            base_variant = dict(g.variant, **{option: base_value})
-            base = by_key.get((g.environment, g.target, variant_text(base_variant)))
+            base = without.get(_signature(g, (option,)))
             if base is not None and base.epoch_s and g.epoch_s:
-                out.append((option, g.variant[option], g, base, base.epoch_s / g.epoch_s))
+                out.append((option, value, g, base, base.epoch_s / g.epoch_s))
     return out
 
 
@@ -278,7 +433,8 @@ def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
         record = (g.ok or g.records)[0]
         seen.setdefault((g.environment, g.target), record)
     columns = sorted(seen)
-    rows = list(FINGERPRINT_KEYS) + ["image", "base digest", "bench_sha256"]
+    rows = list(FINGERPRINT_KEYS) + list(RESOURCE_ROWS) + ["image", "base digest",
+                                                           "bench_sha256"]
     for row in rows:
         cells = []
         for column in columns:
@@ -288,6 +444,8 @@ def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
                 cells.append(image.get("id"))
             elif row == "base digest":
                 cells.append(image.get("base_digest"))
+            elif row in RESOURCE_ROWS:
+                cells.append((seen[column]["cell"].get("resources") or {}).get(RESOURCE_ROWS[row]))
             else:
                 cells.append(env.get(row))
         values[row] = cells

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import statistics
 from pathlib import Path
 
 from bench import result
@@ -20,23 +21,38 @@ ENVIRONMENTS = {"seed-torch1.12-cu116": ("1.12.1+cu116", "11.6", 1.0),
 
 
 def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Random,
-                torch: str = "2.5.1", cuda: str | None = "12.4", factor: float = 1.0) -> dict:
-    device, label, price, at256, at32 = TARGETS[target]
+                torch: str = "2.5.1", cuda: str | None = "12.4", factor: float = 1.0,
+                quick: bool = False, label: str | None = None,
+                device_name: str | None = None) -> dict:
+    """A schema-2 result as the host would store it, with the write-up's shape of figures."""
+    device, default_label, price, at256, at32 = TARGETS[target]
     base = (at256 if batch == 256 else at32) * factor
     config = {"device": device, "data": "/data", "synthetic": False, "epochs": 5,
               "batch_size": batch, "pipeline": "classic", "workers": 2, "amp": "off",
-              "channels_last": False, "compile": "off", "accumulate": 1, "threads": None,
-              "seed": 0, "deterministic": True, "limit": None, "limit_test": None}
+              "channels_last": False, "compile": "off", "accumulate": 1, "threads": 8,
+              "seed": 0, "deterministic": True, "cudnn_benchmark": False, "lr": 0.001,
+              "momentum": 0.9, "limit": None, "limit_test": None, "save_weights": None}
     record = result.new_record(config)
     record["status"] = "ok"
-    record["cell"] = {"environment": env, "target": target, "target_label": label,
+    record["written_at"] = "2026-12-01T10:00:%02dZ" % repeat
+    record["cell"] = {"environment": env, "target": target,
+                      "target_label": default_label if label is None else label,
                       "price_per_hour": price, "repeat": repeat, "variant": {"batch_size": batch},
-                      "target_accuracy": 0.5}
+                      "target_accuracy": 0.5, "id": "%s-%s-%d-%d" % (env, target, batch, repeat),
+                      "quick": quick,
+                      "resources": {"device": device, "cpus": 8 if device == "cpu" else None,
+                                    "cpuset": "0-7" if device == "cpu" else None, "threads": 8,
+                                    "threads_from": "cpus" if device == "cpu" else "host",
+                                    "host_cpus": 16, "memory": None, "swap": None,
+                                    "gpus": "all" if device == "cuda" else None},
+                      "data": {"source": "cifar10", "sha256": "ef" * 32}}
+    gpu_name = device_name or "NVIDIA GeForce RTX 3060 Laptop GPU"
     record["env"] = {"python": "3.8.18" if torch.startswith("1.") else "3.12.7", "torch": torch,
                      "torchvision": "0.13.1", "cuda": cuda, "cudnn": 8302,
-                     "device_name": "NVIDIA GeForce RTX 3060" if device == "cuda" else
+                     "device_name": gpu_name if device == "cuda" else
                      "11th Gen Intel(R) Core(TM) i7-11800H @ 2.30GHz",
                      "driver": "535.104.05" if device == "cuda" else None,
+                     "gpu_count": 1 if device == "cuda" else 0,
                      "cpu_model": "11th Gen Intel(R) Core(TM) i7-11800H @ 2.30GHz",
                      "cpu_count": 16, "threads": 8, "bench_sha256": "ab" * 32,
                      "image": {"tag": "envbench/%s:0123" % env,
@@ -45,27 +61,34 @@ def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Rand
                                "base_digest": "python@sha256:" + "cd" * 32}}
     epochs = []
     acc = 0.30
-    for epoch in range(5):
+    count = 5000 if quick else 50000
+    for epoch in range(1 if quick else 5):
         wall = base * (1.25 if epoch == 0 else 1.0) * (1 + rng.uniform(-0.02, 0.02))
+        wall *= 0.1 if quick else 1.0
         acc = min(0.9, acc + 0.06)
         gpu = device == "cuda"
         share = {"data": 0.12 if gpu else 0.09, "h2d": 0.02 if gpu else 0.0,
                  "forward": 0.25 if device == "cuda" else 0.18,
                  "backward": 0.28 if device == "cuda" else 0.63, "optimizer": 0.08}
-        epochs.append({"epoch": epoch, "wall_s": round(wall, 4), "samples": 50000,
-                       "samples_per_s": round(50000 / wall, 3),
+        epochs.append({"epoch": epoch, "wall_s": round(wall, 4), "samples": count,
+                       "samples_per_s": round(count / wall, 3),
                        "phases_s": {k: round(v * wall, 4) for k, v in share.items()},
                        "train_loss": round(2.2 - 0.25 * epoch, 4), "test_acc": round(acc, 4),
                        "test_s": round(wall * 0.1, 4)})
     record["epochs"] = epochs
-    steady = sorted(e["wall_s"] for e in epochs[1:])
-    record["summary"] = {"epoch_s_median": (steady[1] + steady[2]) / 2,
+    steady = sorted(e["wall_s"] for e in (epochs[1:] or epochs))
+    record["summary"] = {"epoch_s_median": statistics.median(steady),
                          "first_epoch_s": epochs[0]["wall_s"],
-                         "samples_per_s": sorted(e["samples_per_s"] for e in epochs[1:])[2 - 1],
+                         "samples_per_s": statistics.median(e["samples_per_s"]
+                                                            for e in (epochs[1:] or epochs)),
                          "final_test_acc": epochs[-1]["test_acc"],
-                         "weights_sha256": "%s-%s-%d" % (env, target, batch)}
-    record["memory"] = {"host_peak_rss_bytes": int(3.4 * 2**30) if device == "cpu" else 2**31,
+                         "weights_sha256": hashlib.sha256(("%s-%s-%d" % (env, target, batch))
+                                                          .encode()).hexdigest(),
+                         "forward_dtype": "float32"}
+    record["memory"] = {"process_rss_peak_bytes": int(3.4 * 2**30) if device == "cpu" else 2**31,
+                        "worker_rss_peak_bytes": 2**28,
                         "cgroup_peak_bytes": int(3.6 * 2**30), "swap_peak_bytes": 0,
+                        "swap_peak_method": "cgroup2 memory.swap.peak",
                         "gpu_peak_allocated_bytes": int(1.2 * 2**30) if device == "cuda" else None,
                         "gpu_peak_reserved_bytes": int(1.4 * 2**30) if device == "cuda" else None}
     return record
@@ -89,6 +112,12 @@ def write_set(folder: Path, hostile: bool = False, failed: bool = True) -> list[
                            variant={"batch_size": 256})
         bad["error"] = {"type": "OutOfMemory", "message": "CUDA out of memory <b>bold</b>"}
         bad["env"] = {k: None for k in result.REQUIRED["env"]}
+        # The runner records the image a failed cell ran in: it is a repeat of its cell.
+        bad["env"]["image"] = next(r["env"]["image"] for r in records
+                                   if r["cell"]["environment"] == "torch2.5-cu124")
+        bad["summary"] = dict.fromkeys(result.REQUIRED["summary"])
+        bad["epochs"] = []
+        bad["written_at"] = "2026-12-01T11:00:00Z"
         bad["log_tail"] = ["epoch 1/5 ...", "RuntimeError: CUDA out of memory"]
         records.append(bad)
     for i, record in enumerate(records):

@@ -1,0 +1,80 @@
+"""The classic GPU-vs-CPU write-up's figures: a reference shown beside measured rows, never as
+a measurement. Its setup: LeNet on CIFAR-10, the PyTorch tutorial's pipeline, 5 epochs,
+torch 1.12.1 + CUDA 11.6, an RTX 3060 (laptop) against an i7-11800H."""
+from __future__ import annotations
+
+from typing import Any
+
+GB = 10**9
+
+STACK = {"torch": "1.12.1", "cuda": "11.6"}
+HARDWARE = {"cuda": "NVIDIA GeForce RTX 3060 (laptop)", "cpu": "Intel Core i7-11800H"}
+
+# (what, device or None for a ratio, batch size, value, unit). Units: s, x, share, bytes.
+FIGURES: list[tuple[str, str | None, int | None, float, str]] = [
+    ("epoch time", "cuda", 256, 23.4, "s"),
+    ("epoch time", "cpu", 256, 189.7, "s"),
+    ("GPU speedup over CPU", None, 256, 8.1, "x"),
+    ("GPU speedup over CPU", None, 32, 5.3, "x"),
+    ("data loading share of the epoch", "cuda", 256, 0.12, "share"),
+    ("data loading share of the epoch", "cpu", 256, 0.09, "share"),
+    ("backward share of the epoch", "cuda", 256, 0.28, "share"),
+    ("backward share of the epoch", "cpu", 256, 0.63, "share"),
+    ("GPU memory", "cuda", 256, 1.2 * GB, "bytes"),
+    ("host memory", "cuda", 256, 0.8 * GB, "bytes"),
+    ("host memory", "cpu", 256, 3.4 * GB, "bytes"),
+    ("swap", "cpu", 256, 1.2 * GB, "bytes"),
+]
+
+
+def is_seed_stack(env: dict[str, Any]) -> bool:
+    """Whether a measured fingerprint is the write-up's stack (a CUDA 11.6 build of 1.12.1)."""
+    torch = str(env.get("torch") or "")
+    return torch.split("+")[0] == STACK["torch"] and env.get("cuda") == STACK["cuda"]
+
+
+def _is_write_up_setup(record: dict[str, Any]) -> bool:
+    config, cell = record["config"], record["cell"]
+    return (config.get("pipeline") == "classic" and config.get("amp") == "off"
+            and not config.get("channels_last") and config.get("compile") == "off"
+            and config.get("accumulate") == 1 and not cell.get("quick")
+            and is_seed_stack(record["env"]))
+
+
+def _text(value: float, unit: str) -> str:
+    return {"s": "%.1f s", "x": "%.1f×", "share": "%.0f%%", "bytes": "%.1f GB"}[unit] % (
+        value * 100 if unit == "share" else value / GB if unit == "bytes" else value)
+
+
+def compare(groups: list[Any], fmt: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per write-up figure: the reference, and the seed stack's measured figure
+    under the same setup where this report has it (``fmt`` formats seconds, ratios, shares
+    and bytes the way the rest of the page does)."""
+    seed: dict[tuple[str, int], Any] = {}
+    for g in groups:
+        ok = [r for r in g.ok if _is_write_up_setup(r)]
+        if ok:
+            seed.setdefault((g.device, ok[0]["config"]["batch_size"]), g)
+    rows = []
+    for what, device, batch, value, unit in FIGURES:
+        measured, where = None, None
+        if unit == "x":
+            gpu, cpu = seed.get(("cuda", batch)), seed.get(("cpu", batch))
+            if gpu is not None and cpu is not None and gpu.epoch_s and cpu.epoch_s:
+                measured = fmt["x"](cpu.epoch_s / gpu.epoch_s)
+                where = "%s over %s" % (gpu.title, cpu.title)
+        else:
+            g = seed.get((device, batch))
+            if g is not None:
+                figure = {"epoch time": g.epoch_s,
+                          "data loading share of the epoch": g.share("data"),
+                          "backward share of the epoch": g.share("backward"),
+                          "GPU memory": g.memory("gpu_peak_reserved_bytes"),
+                          "host memory": g.memory("process_rss_peak_bytes"),
+                          "swap": g.memory("swap_peak_bytes")}[what]
+                measured = fmt[unit](figure) if figure is not None else None
+                where = g.title
+        rows.append({"what": what, "device": HARDWARE[device] if device else "GPU / CPU",
+                     "batch": batch, "reference": _text(value, unit), "measured": measured,
+                     "measured_on": where})
+    return rows

@@ -1,0 +1,274 @@
+"""The result contract: bench's JSON Schema, strict JSON, schema-1 files, and a fuzzed report.
+
+Every mutation of a real result either is refused with the file named (and the report goes on
+with the others) or is a valid result that renders; nothing in a file ends in a traceback.
+"""
+from __future__ import annotations
+
+import copy
+import io
+import json
+import math
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from report_fixture import make_record
+
+from bench import result
+from envbench import cli, contract, identity, report
+
+SCHEMA_1_FILE = Path(__file__).resolve().parent / "data" / "result-schema1.json"
+
+
+def real_record() -> dict:
+    import random
+
+    return make_record("torch2.5-cu124", "gpu", 256, 0, random.Random(3))
+
+
+def real_set() -> list[dict]:
+    """A GPU and a CPU target at two batch sizes: enough for speedups, batch-size tables,
+    effects and the write-up's reference rows to be computed from what is mutated."""
+    import random
+
+    rng = random.Random(3)
+    return [make_record("seed", target, batch, 0, rng, torch="1.12.1+cu116", cuda="11.6")
+            for target in ("gpu", "cpu") for batch in (32, 256)]
+
+
+def test_the_schema_is_a_valid_json_schema_and_bench_writes_by_it():
+    jsonschema.Draft202012Validator.check_schema(result.SCHEMA_DOCUMENT)
+    assert result.SCHEMA == "envbench.result/2"
+    assert contract.problems(real_record()) == []
+    assert contract.problems(result.new_record({})) != []  # a bare start is not a result
+
+
+@pytest.mark.parametrize("path, value, expected", [
+    (("summary", "epoch_s_median"), None, "summary.epoch_s_median: None is not of type"),
+    (("epochs", 0, "wall_s"), "1.0", "epochs[0].wall_s: '1.0' is not of type 'number'"),
+    (("epochs", 0, "wall_s"), 0, "epochs[0].wall_s: 0 is less than the minimum"),
+    (("epochs", 0, "wall_s"), -3.5, "epochs[0].wall_s: -3.5 is less than the minimum"),
+    (("epochs", 0, "phases_s"), None, "epochs[0].phases_s: None is not of type 'object'"),
+    (("cell", "price_per_hour"), "0.35", "cell.price_per_hour: '0.35' is not of type"),
+    (("cell", "variant"), [1, 2], "cell.variant: [1, 2] is not of type 'object'"),
+    (("config", "batch_size"), 1.0, "config.batch_size: 1.0 is not of type 'integer'"),
+    (("config", "batch_size"), True, "config.batch_size: True is not of type 'integer'"),
+    (("epochs", 0, "test_acc"), 1.5, "epochs[0].test_acc: 1.5 is greater than the maximum"),
+    (("status",), "done", "status: 'done' is not one of ['ok', 'failed']"),
+    (("error",), {"type": "X", "message": "y"}, "error: {'type': 'X', 'message': 'y'} is not"),
+])
+def test_mistyped_values_are_refused_with_their_path(path, value, expected):
+    record = real_record()
+    target = record
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    with pytest.raises(contract.InvalidResult) as caught:
+        contract.check(record)
+    assert str(caught.value).startswith(expected), str(caught.value)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"a": NaN}', "not valid JSON (NaN is not a number JSON allows"),
+    ('{"a": -Infinity}', "not valid JSON (-Infinity is not a number JSON allows"),
+    ('{"a": 1e400}', "not valid JSON (1e400 is out of range"),
+    ('{"a": %s}' % ("9" * 40), "not valid JSON (integer 999999999999… is out of range"),
+    ("[" * 100000 + "]" * 100000, "not a result: nested too deeply"),
+    ("[" * 40 + "]" * 40, "not a result: nested more than 32 levels deep"),
+    ("[]", "not a result: the file holds no JSON object"),
+    ('{"schema": "envbench.result/9"}', "schema 'envbench.result/9' is not one this envbench"),
+])
+def test_json_that_no_result_can_be_is_refused(text, expected):
+    with pytest.raises(contract.InvalidResult) as caught:
+        contract.check(contract.parse(text))
+    assert str(caught.value).startswith(expected), str(caught.value)
+
+
+def test_schema_1_files_are_read_and_what_they_lack_is_not_measured():
+    """A file the previous envbench wrote (a real one, kept as test data)."""
+    old = json.loads(SCHEMA_1_FILE.read_text())
+    assert old["schema"] == "envbench.result/1" and "host_peak_rss_bytes" in old["memory"]
+    record = contract.load(SCHEMA_1_FILE)
+    assert record["schema"] == result.SCHEMA and record["upgraded_from"] == contract.SCHEMA_1
+    assert record["memory"]["process_rss_peak_bytes"] is None  # schema 1's was no peak
+    assert record["memory"]["cgroup_peak_bytes"] == old["memory"]["cgroup_peak_bytes"]
+    assert record["summary"]["forward_dtype"] is None
+    assert record["cell"]["resources"]["threads"] is None
+    assert record["epochs"] == old["epochs"]
+    assert identity.of_record(record).environment == "torch2.13-cpu"
+
+
+# --- fuzzing: every field of a real result, every wrong type ----------------------------
+
+def _leaves(value, path=()):
+    """Every path into the record, containers included (so whole sections get replaced)."""
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:2]):
+            yield from _leaves(item, path + (index,))
+
+
+def _deep(depth: int):
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+WRONG = [None, "NaN", "Infinity", -1, -1e-9, 0, 10**17, 1e300, 1.5, True, "", "text",
+         "<b>x</b>|[a](b)\n", [], [1, 2], {}, {"a": 1}, _deep(10), _deep(40)]
+RAW = ["NaN", "Infinity", "-Infinity", "1e999"]  # written as bare tokens: not JSON
+
+
+def _write(path: Path, record, raw_token=None) -> None:
+    text = json.dumps(record)
+    if raw_token is not None:
+        text = text.replace('"@RAW@"', raw_token)
+    path.write_text(text)
+
+
+def _mutate(record: dict, path: tuple, value) -> dict:
+    mutated = copy.deepcopy(record)
+    if not path:
+        return value
+    target = mutated
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return mutated
+
+
+def _report(folder: Path, out: Path, *options: str) -> tuple[int, str]:
+    """The report CLI in-process, as `nox -s report -- FOLDER` runs it."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    limit = sys.getrecursionlimit()
+    with redirect_stdout(stdout), redirect_stderr(stderr):
+        code = cli.main(["report", str(folder), "--out", str(out), *options])
+    assert sys.getrecursionlimit() == limit
+    return code, stdout.getvalue() + stderr.getvalue()
+
+
+def test_every_field_mutated_to_every_wrong_type(tmp_path):
+    """The exhaustive sweep: every field of a set of real results, set to every wrong value
+    (the same in each record, so comparisons across records see it too). Each refused file
+    is named; the accepted ones render, many sets to a report, beside an untouched set."""
+    base = real_set()
+    batches = [tmp_path / ("batch%d" % i) for i in range(8)]
+    for folder in batches:
+        folder.mkdir()
+        for i, record in enumerate(base):
+            _write(folder / ("good-%d.json" % i), record)
+    refused: list[Path] = []
+    accepted = 0
+    count = 0
+    for n, path in enumerate(_leaves(base[0])):
+        for m, value in enumerate(WRONG + RAW):
+            folder = batches[count % len(batches)]
+            count += 1
+            for i, record in enumerate(base):
+                name = folder / ("m%03d-%02d-%d.json" % (n, m, i))
+                # Each set its own environment, so that its GPU rows meet its CPU rows.
+                record = dict(record, cell=dict(record["cell"], environment=name.stem[:-2]))
+                try:
+                    if value in RAW:
+                        _write(name, _mutate(record, path, "@RAW@"), raw_token=value)
+                    else:
+                        _write(name, _mutate(record, path, value))
+                except (KeyError, IndexError, TypeError):
+                    continue  # this record has no such field
+                try:
+                    contract.load(name)
+                    accepted += 1
+                except contract.InvalidResult:
+                    refused.append(name)
+    assert len(refused) > 4000 and accepted > 500  # both kinds happen, in numbers
+    for folder in batches:
+        # A fixed baseline: a mutated target name must not take the baseline from the others.
+        code, output = _report(folder, folder / "out", "--baseline", "cpu")
+        assert code == 0 and "Traceback" not in output, output[-2000:]
+        page = (folder / "out" / "index.html").read_text()
+        missing = [p.name for p in refused if p.parent == folder and str(p) not in page]
+        assert not missing, missing[:5]
+
+
+@st.composite
+def mutations(draw):
+    """1 to 3 (path, wrong value) pairs, the values drawn from every JSON type."""
+    paths = list(_leaves(real_record()))
+    pairs = []
+    for _ in range(draw(st.integers(1, 3))):
+        value = draw(st.one_of(
+            st.sampled_from(WRONG),
+            st.text(max_size=30),
+            st.integers(-10**20, 10**20),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.lists(st.integers(), max_size=3),
+            st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+            st.integers(0, 60).map(_deep)))
+        pairs.append((draw(st.sampled_from(paths)), value))
+    every_record = draw(st.booleans())
+    raw = draw(st.one_of(st.none(), st.sampled_from(RAW)))
+    return pairs, every_record, raw
+
+
+def _apply(record: dict, pairs: list) -> object:
+    for path, value in pairs:
+        try:
+            record = _mutate(record, path, value)
+        except (TypeError, KeyError, IndexError):
+            pass  # an earlier mutation removed the path
+    return record
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(mutations())
+def test_hypothesis_mutations_never_break_the_report(tmp_path_factory, mutation):
+    """Mutate one record, or all four of a set alike; report the folder."""
+    pairs, every_record, raw = mutation
+    folder = tmp_path_factory.mktemp("fuzz")
+    names = []
+    for i, record in enumerate(real_set()):
+        mutated = _apply(record, pairs) if every_record or i == 0 else record
+        if raw is not None and i == 0 and isinstance(mutated, dict):
+            mutated = dict(mutated, extra="@RAW@")
+        name = folder / ("r%d.json" % i)
+        _write(name, mutated, raw_token=raw if i == 0 else None)
+        names.append(name)
+    valid = []
+    for name in names:
+        try:
+            contract.load(name)
+            valid.append(name)
+        except contract.InvalidResult:
+            pass
+    code, output = _report(folder, folder / "out")
+    if not valid:
+        assert code == 1 and "no results to report" in output and "Traceback" not in output
+        return
+    assert code == 0 and "Traceback" not in output, output
+    page = (folder / "out" / "index.html").read_text()
+    for name in names:
+        assert (str(name) in page) is (name not in valid), name  # named iff left out
+    assert "reported %d results" % len(valid) in output
+
+
+def test_a_non_finite_loss_is_written_as_null():
+    assert result.finite_or_none(float("nan")) is None
+    assert result.finite_or_none(math.inf) is None and result.finite_or_none(2.5) == 2.5
+    with pytest.raises(ValueError):
+        result.write_atomic("/dev/null", {"a": math.nan})  # never written as NaN
+
+
+def test_the_report_renders_a_schema_1_file(tmp_path):
+    written = report.render([SCHEMA_1_FILE], tmp_path)
+    page = written["html"].read_text()
+    assert "torch2.13-cpu" in page and "AMD EPYC · 2 threads" in page
