@@ -57,6 +57,15 @@ def _not_a_number(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
+def shown(value: Any) -> str:
+    """A value as the YAML file spelt it: `true`, `3.10`, `'0.35'`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return getattr(value, "source", None) or repr(value)
+
+
 def cpuset_size(cpuset: str) -> int:
     """How many CPUs a cpuset such as '0-3,8' names."""
     cpus: set[int] = set()
@@ -143,7 +152,7 @@ class Target(_Strict):
         if value is None or value == "all" or (isinstance(value, int)
                                                and not isinstance(value, bool) and value >= 1):
             return value
-        raise ValueError("%r: expected 'all' or a number of GPUs >= 1" % (value,))
+        raise ValueError("%s: expected 'all' or a number of GPUs >= 1" % shown(value))
 
     @model_validator(mode="after")
     def _resources(self) -> Target:
@@ -209,7 +218,7 @@ class Benchmark(Settings):
                 try:
                     checked.append(getattr(Settings(**{key: value}), key))
                 except ValidationError as exc:
-                    raise ValueError("%s: %r: %s" % (key, value, exc.errors()[0]["msg"]))
+                    raise ValueError("%s: %s: %s" % (key, shown(value), exc.errors()[0]["msg"]))
             if len(set(map(repr, checked))) != len(checked):
                 raise ValueError("%s: a value is repeated" % key)
             normalised[key] = tuple(checked)  # YAML's bare `off` (false) becomes "off"
@@ -275,7 +284,7 @@ def _format(error: dict[str, Any]) -> str:
         message = "required key is missing"
     elif "input" in error and error["type"] not in ("value_error",) and not isinstance(
             error["input"], (dict, list)):
-        message = "%r: %s" % (error["input"], message)
+        message = "%s: %s" % (shown(error["input"]), message)
     # The sweep validator names the swept key first: fold it into the path.
     names_key = re.match(r"^[a-z_]+: ", message)
     if error["type"] == "value_error" and names_key and path.endswith("sweep"):
