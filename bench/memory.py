@@ -8,10 +8,11 @@ import resource
 def rss_peaks():
     """(bench's own peak RSS, the largest single child's peak RSS) in bytes.
 
-    ru_maxrss is in KiB on Linux. RUSAGE_CHILDREN covers DataLoader workers that have exited
-    (the DataLoader joins them each epoch) and gives the largest one's peak. The two are
-    maxima at different times, so their sum is no peak: they are reported apart, and the
-    container's true peak is the cgroup's.
+    ru_maxrss is in KiB on Linux. RUSAGE_CHILDREN covers children that have exited
+    (DataLoader workers, which the DataLoader joins each epoch, or any other) and gives the
+    largest one's peak; a forked child's RSS includes the pages it shares with bench. The
+    two are maxima at different times, so their sum is no peak: they are reported apart,
+    and the container's true peak is the cgroup's.
     """
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
@@ -78,7 +79,7 @@ def snapshot(device):
     own, worker = rss_peaks()
     record = {
         "process_rss_peak_bytes": own,
-        "worker_rss_peak_bytes": worker,
+        "child_rss_peak_bytes": worker,
         "cgroup_peak_bytes": cgroup_peak,
         "swap_peak_bytes": swap_peak,
         "swap_peak_method": swap_method,

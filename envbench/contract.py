@@ -159,7 +159,7 @@ def upgrade_1(old: dict[str, Any]) -> dict[str, Any]:
         config.setdefault(key, default)
     env.setdefault("gpu_count", None)
     memory.pop("host_peak_rss_bytes", None)
-    for key in ("process_rss_peak_bytes", "worker_rss_peak_bytes", "swap_peak_method"):
+    for key in ("process_rss_peak_bytes", "child_rss_peak_bytes", "swap_peak_method"):
         memory.setdefault(key, None)
     summary.setdefault("forward_dtype", None)
     return record

@@ -142,7 +142,7 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
     ("cpuset", lambda r: (r["cell"].get("resources") or {}).get("cpuset")),
     *[(key, _field("memory", key))
       for key in ("gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes", "cgroup_peak_bytes",
-                  "process_rss_peak_bytes", "worker_rss_peak_bytes", "swap_peak_bytes")],
+                  "process_rss_peak_bytes", "child_rss_peak_bytes", "swap_peak_bytes")],
     ("price_per_hour", _field("cell", "price_per_hour")),
     ("cost_per_epoch", _cost_per_epoch),
     *[(key, _field("env", key)) for key in ("torch", "cuda", "device_name")],

@@ -36,7 +36,7 @@ def test_record_carries_every_measurement(tmp_path):
     memory = record["memory"]
     assert memory["process_rss_peak_bytes"] > 50 * 2**20
     # No DataLoader workers in the resident pipeline; the largest child is whatever it is.
-    assert memory["worker_rss_peak_bytes"] is None or memory["worker_rss_peak_bytes"] > 0
+    assert memory["child_rss_peak_bytes"] is None or memory["child_rss_peak_bytes"] > 0
     assert memory["gpu_peak_allocated_bytes"] is None
     assert summary["forward_dtype"] == "float32"
     env = record["env"]

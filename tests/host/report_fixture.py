@@ -86,7 +86,7 @@ def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Rand
                                                           .encode()).hexdigest(),
                          "forward_dtype": "float32"}
     record["memory"] = {"process_rss_peak_bytes": int(3.4 * 2**30) if device == "cpu" else 2**31,
-                        "worker_rss_peak_bytes": 2**28,
+                        "child_rss_peak_bytes": 2**28,
                         "cgroup_peak_bytes": int(3.6 * 2**30), "swap_peak_bytes": 0,
                         "swap_peak_method": "cgroup2 memory.swap.peak",
                         "gpu_peak_allocated_bytes": int(1.2 * 2**30) if device == "cuda" else None,
