@@ -5,9 +5,11 @@ one HTML page, and no date or version is written into them.
 """
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import matplotlib
@@ -19,6 +21,16 @@ from envbench.reportdata import Group, Speedup, variant_text
 COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac"]
 PHASE_COLOURS = dict(zip(list(PHASES) + ["other"], COLOURS))
+
+
+def _plain_text(chart: Callable[..., str | None]) -> Callable[..., str | None]:
+    """Names in charts are text: `$x$` in an environment's name or a label stays `$x$`
+    instead of being parsed (and garbled, or refused) as mathtext."""
+    @functools.wraps(chart)
+    def plain(*args: Any, **kwargs: Any) -> str | None:
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return chart(*args, **kwargs)
+    return plain
 
 
 def label(g: Group) -> str:
@@ -47,6 +59,7 @@ def _bar_figure(count: int) -> tuple[Figure, Any]:
     return fig, fig.add_subplot()
 
 
+@_plain_text
 def epoch_times(groups: list[Group]) -> str | None:
     rows = [g for g in groups if g.epoch_s is not None]
     if not rows:
@@ -65,6 +78,7 @@ def epoch_times(groups: list[Group]) -> str | None:
     return to_svg(fig, "epoch-times")
 
 
+@_plain_text
 def phase_breakdown(groups: list[Group]) -> str | None:
     rows = [g for g in groups if g.phases]
     if not rows:
@@ -85,6 +99,7 @@ def phase_breakdown(groups: list[Group]) -> str | None:
     return to_svg(fig, "phases")
 
 
+@_plain_text
 def speedup_by_batch(speedups: list[Speedup]) -> str | None:
     lines: dict[str, list[tuple[int, float]]] = {}
     for s in speedups:
@@ -113,6 +128,7 @@ def speedup_by_batch(speedups: list[Speedup]) -> str | None:
     return to_svg(fig, "speedup-batch")
 
 
+@_plain_text
 def curves(groups: list[Group]) -> str | None:
     rows = [g for g in groups if g.ok and len(g.curve("train_loss")) > 1]
     if not rows:
@@ -136,6 +152,7 @@ def curves(groups: list[Group]) -> str | None:
     return to_svg(fig, "curves")
 
 
+@_plain_text
 def effect_bars(effects: list[tuple[str, Any, Group, Group, float]]) -> str | None:
     if not effects:
         return None

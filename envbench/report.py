@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -151,22 +152,39 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
 ]
 
 
+def csv_safe(value: Any) -> Any:
+    """A text cell that a spreadsheet would run as a formula is prefixed with ' (OWASP's rule
+    for CSV injection: cells starting with = + - @ tab or carriage return)."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def results_csv(groups: list[Group]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([name for name, _ in CSV_COLUMNS])
     for g in groups:
         for r in g.records:
-            writer.writerow([value(r) for _, value in CSV_COLUMNS])
+            writer.writerow([csv_safe(value(r)) for _, value in CSV_COLUMNS])
     return buffer.getvalue()
 
 
-def _markdown_safe(value: Any) -> Any:
-    """Names and messages must not break a table row or become HTML where Markdown is shown."""
-    if isinstance(value, str):
-        return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") \
-            .replace("|", "\\|")
-    return value
+# Markdown that a name or message could carry: emphasis, code, links and images ([ ] !),
+# tables (|), strikethrough (~), headings and lists only at a line start (newlines folded).
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
+
+
+def markdown_safe(value: Any) -> Any:
+    """Text from result files as plain text in summary.md: one line, no Markdown, no HTML,
+    no autolink (GitHub turns bare http:// and www. into links)."""
+    if not isinstance(value, str):
+        return value
+    text = " ".join(value.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    return re.sub(r"(?i)(://|www\.)", lambda m: m.group(1)[0] + "&#8203;" + m.group(1)[1:],
+                  text)
 
 
 def render(paths: list[Path], out: Path, baseline: str | None = None,
@@ -191,7 +209,7 @@ def render_loaded(loaded: list[reportdata.Loaded], skipped: list[tuple[str, str]
     result.write_text_atomic(written["html"], env.get_template("report.html.j2").render(**context))
     md_env = jinja_env()
     md_env.autoescape = False
-    md_env.finalize = _markdown_safe
+    md_env.finalize = markdown_safe
     result.write_text_atomic(written["md"], md_env.get_template("summary.md.j2").render(**context))
     result.write_text_atomic(written["csv"], results_csv(context["groups"]))
     return written

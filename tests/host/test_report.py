@@ -320,3 +320,59 @@ def test_the_report_of_the_current_matrix_names_each_file_it_leaves_out(tmp_path
     assert reasons[str(files[("current", 64)])] == \
         "superseded by %s, a later result of the same cell" % files["rebuilt"].name
     assert ">10.00<" in page and ">12.00<" in page and ">99.00<" not in page
+
+
+HOSTILE_NAMES = {
+    "html": "<img src=x onerror=alert(1)>",
+    "markdown link": "[click](http://evil.example/x)",
+    "markdown image": "![x](http://evil.example/p.png)",
+    "table cell": "a|b|c",
+    "newline and heading": "one\n# heading",
+    "emphasis and code": "**bold** `code` ~~gone~~",
+    "autolink": "see www.evil.example",
+    "formula": '=HYPERLINK("http://evil.example","x")',
+    "mathtext": "$\\frac{1}{0}$",
+}
+
+
+def test_one_hostile_name_per_construct_stays_text_in_every_output(tmp_path):
+    import random
+
+    folder = tmp_path / "results"
+    rng = random.Random(11)
+    for i, name in enumerate(HOSTILE_NAMES.values()):
+        for target in ("cpu", "gpu"):
+            record = make_record(name, target, 256, 0, rng, label=name)
+            record["cell"]["variant"] = {"amp": name}
+            result.write_atomic(str(folder / ("%d-%s.json" % (i, target))), record)
+        failed = make_record("failing-%d" % i, "cpu", 256, 0, rng)
+        failed.update(status="failed", error={"type": "Boom", "message": name})
+        result.write_atomic(str(folder / ("%d-failed.json" % i)), failed)
+    written = report.render([folder], tmp_path / "out")
+    page = written["html"].read_text()
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'' in page
+    # Charts: names are plain text, never parsed as mathtext.
+    charts = "".join(re.findall(r"<svg.*?</svg>", page, flags=re.S))
+    assert "$\\frac{1}{0}$" in charts
+
+    summary = written["md"].read_text()
+    lines = summary.splitlines()
+    header = next(line for line in lines if line.startswith("| environment"))
+    columns = len(re.findall(r"(?<!\\)\|", header))
+    for line in lines:
+        assert not line.startswith("#") or line == "# envbench summary", line
+        if line.startswith("| "):
+            assert len(re.findall(r"(?<!\\)\|", line)) == columns, line  # no cell breaks out
+    # Rows and failure lines carry the names; the template's own ** and | are not checked.
+    body = "\n".join(line for line in lines if line.startswith(("| ", "- ")))
+    for special in ("[", "]", "*", "`", "~", "!"):  # links, images, emphasis, code, strike
+        assert not re.search(r"(?<!\\)" + re.escape(special), body), special
+    for construct in ("<img", "www.evil", "http://"):  # no HTML, no autolink
+        assert construct not in summary, construct
+    assert "\\[click\\]" in summary and "one \\# heading" in summary  # escaped and folded
+
+    rows = list(csv.reader(written["csv"].open()))
+    formula_cells = [cell for row in rows for cell in row if "HYPERLINK" in cell]
+    assert any(cell.startswith("'=") for cell in formula_cells)
+    assert not any(cell[:1] in "=+-@\t\r" for row in rows for cell in row if cell)
