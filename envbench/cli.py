@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from envbench.errors import MatrixError, UserError
 
 
-def _matrix_options(p: argparse.ArgumentParser) -> None:
+def _selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--matrix", type=Path, default=Path("matrix.yaml"), help="matrix file")
     p.add_argument("--env", action="append", default=[], metavar="NAME",
                    help="only this environment (repeatable)")
@@ -17,46 +16,70 @@ def _matrix_options(p: argparse.ArgumentParser) -> None:
                    help="only this target (repeatable)")
     p.add_argument("--kind", choices=("cpu", "cuda"), default=None,
                    help="only cells on cpu or cuda targets")
+
+
+def _quick(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="1 epoch, 1 repeat, 5000 images")
+
+
+def _reports(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reports", type=Path, default=Path("reports"), metavar="DIR",
                    help="output folder (results/, logs/)")
-    p.add_argument("--offline", action="store_true", help="never pull a base image")
+
+
+def _offline(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--offline", action="store_true", help=what)
+
+
+def _data(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--synthetic", action="store_true", help=what)
+    p.add_argument("--data", type=Path, default=None, metavar="DIR",
+                   help="folder holding cifar-10-batches-py/ (default: the cache)")
 
 
 def parser() -> argparse.ArgumentParser:
+    """Each command takes only the options it uses: one it would ignore is refused."""
     p = argparse.ArgumentParser(prog="envbench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the images the selected cells need")
-    _matrix_options(build)
+    _selection(build)
+    _reports(build)
+    _offline(build, "never pull a base image")
     bench = sub.add_parser("bench", help="build, then run every selected cell")
-    _matrix_options(bench)
-    bench.add_argument("--synthetic", action="store_true", help="in-memory data, no download")
-    bench.add_argument("--data", type=Path, default=None, metavar="DIR",
-                       help="folder holding cifar-10-batches-py/ (default: the cache)")
-    check = sub.add_parser("check", help="validate a matrix and list its cells")
-    _matrix_options(check)
+    _selection(bench)
+    _quick(bench)
+    _reports(bench)
+    _offline(bench, "never pull a base image")
+    _data(bench, "in-memory data, no download")
+    check = sub.add_parser("check", help="validate a matrix, list its cells, and run every "
+                                         "check that needs no build")
+    _selection(check)
+    _quick(check)
+    _offline(check, "base images must already be in the engine")
+    _data(check, "the cells will run on synthetic data (no data set needed)")
     data = sub.add_parser("data", help="download CIFAR-10 once into the cache (md5-checked)")
     data.add_argument("--dir", type=Path, default=None, help="cache folder")
     data.add_argument("--url", default=None, help="another source of cifar-10-python.tar.gz")
     sub.add_parser("base-image", help="build the local Debian base image (debootstrap)")
     report = sub.add_parser("report", help="render reports/index.html, summary.md, results.csv")
     report.add_argument("results", nargs="*", type=Path,
-                        help="result folders or files (default: REPORTS/results)")
+                        help="result folders or files (default: the current matrix's cells "
+                             "in REPORTS/results)")
     report.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="where to write (default: REPORTS)")
     # `nox -s bench-cpu report -- OPTIONS` hands both sessions the same options: without
     # result folders the report takes the cells the run took (matrix, --env, --target,
     # --kind, --quick, --synthetic, the data set's digest) from REPORTS/results.
-    _matrix_options(report)
-    report.add_argument("--synthetic", action="store_true",
-                        help="report the cells run with --synthetic")
-    report.add_argument("--data", type=Path, default=None, metavar="DIR",
-                        help="the data set the cells ran on (default: the cache)")
+    _selection(report)
+    _quick(report)
+    _reports(report)
+    _data(report, "report the cells run with --synthetic")
     report.add_argument("--baseline", default=None, metavar="TARGET",
                         help="target that speedups are measured against (default: a cpu one)")
     report.add_argument("--target-accuracy", type=float, default=None, metavar="ACC",
                         help="accuracy for 'time to accuracy' (default: the matrix's, as "
                              "recorded in the results)")
+    p.set_defaults(commands=sub.choices)
     return p
 
 
@@ -64,9 +87,10 @@ def _options(args: argparse.Namespace):
     from envbench.run import Options
 
     return Options(matrix_path=args.matrix, envs=args.env, targets=args.target, kind=args.kind,
-                   quick=args.quick, synthetic=getattr(args, "synthetic", False),
-                   data_dir=getattr(args, "data", None), reports_dir=args.reports,
-                   allow_pull=not args.offline)
+                   quick=getattr(args, "quick", False), synthetic=getattr(args, "synthetic", False),
+                   data_dir=getattr(args, "data", None),
+                   reports_dir=getattr(args, "reports", Path("reports")),
+                   allow_pull=not getattr(args, "offline", False))
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -79,14 +103,9 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run.bench(_options(args))
     if args.command == "check":
-        from envbench import run
+        from envbench import checks
 
-        m, cells = run.plan_cells(_options(args))
-        for cell in cells:
-            print(cell.label)
-        run.print_resources(m, cells, os.cpu_count() or 1, sys.stdout)
-        print("%s: valid, %d cells" % (args.matrix, len(cells)))
-        return 0
+        return checks.check(_options(args))
     if args.command == "data":
         from envbench import dataset
 
@@ -104,7 +123,14 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, unknown = p.parse_known_args(argv)
+    if unknown:
+        command = args.commands[args.command]
+        taken = sorted(o for o in command._option_string_actions if o.startswith("--"))
+        print("error: envbench %s does not take %s; its options are: %s"
+              % (args.command, " ".join(unknown), " ".join(taken)), file=sys.stderr)
+        return 2
     try:
         return dispatch(args)
     except MatrixError as exc:

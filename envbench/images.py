@@ -5,6 +5,7 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import sys
 import tarfile
 import tempfile
@@ -16,7 +17,8 @@ import docker
 import jinja2
 
 from bench.fingerprint import source_names
-from envbench.engine import image_or_none
+from envbench import dockerinput
+from envbench.engine import ENGINE_ERRORS, explain, image_or_none
 from envbench.errors import UserError
 from envbench.matrix import Environment
 from envbench.users import own
@@ -47,8 +49,8 @@ class Plan:
             digest.update(name.encode() + b"\0" + content)
         for name, size in _wheel_listing(self.wheelhouse):
             digest.update(("%s %d\n" % (name, size)).encode())
-        repo = re.sub(r"[^a-z0-9._-]+", "-", self.name.lower()).strip("._-")
-        return "%s/%s:%s" % (REPOSITORY, repo, digest.hexdigest()[:16])
+        # The matrix checked that the lower-cased name is a valid, unique repository component.
+        return "%s/%s:%s" % (REPOSITORY, self.name.lower(), digest.hexdigest()[:16])
 
     @property
     def labels(self) -> dict[str, str]:
@@ -77,13 +79,25 @@ def default_base(env: Environment) -> str:
 
 
 def _expand(value: str, where: str) -> str:
-    """${VAR} in matrix strings comes from the environment; an unset one is a clear error."""
+    """${VAR} and ${VAR:-default} in matrix strings come from the environment, as in a shell;
+    an unset variable without a default is a clear error."""
     def sub(match: re.Match[str]) -> str:
-        if match.group(1) not in os.environ:
-            raise UserError("%s: ${%s} is not set (see README, 'Offline and custom indexes')"
-                            % (where, match.group(1)))
-        return os.environ[match.group(1)].rstrip("/")
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, value)
+        name, default = match.group(1), match.group(2)
+        if os.environ.get(name):
+            return os.environ[name].rstrip("/")
+        if default is not None:
+            return default.rstrip("/")
+        raise UserError("%s: ${%s} is not set (see README, 'Offline and custom indexes')"
+                        % (where, name))
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}", sub, value)
+
+
+def _checked(value: str, check: Any, where: str) -> str:
+    """A value after ${VAR} expansion, checked as strictly as one written in the matrix."""
+    problem = check(value)
+    if problem is not None:
+        raise UserError("%s: %s" % (where, problem))
+    return value
 
 
 def plan(name: str, env: Environment, matrix_dir: Path) -> Plan:
@@ -100,7 +114,10 @@ def plan(name: str, env: Environment, matrix_dir: Path) -> Plan:
         if not wheelhouse.is_dir() or not any(wheelhouse.glob("*.whl")):
             raise UserError("%s.wheelhouse: %s holds no wheels (fill it with `pip download "
                             "torch==%s -d DIR`)" % (where, wheelhouse, env.torch))
-    base = _expand(env.base, where + ".base") if env.base else default_base(env)
+    base = _checked(_expand(env.base, where + ".base"), dockerinput.image_reference,
+                    where + ".base") if env.base else default_base(env)
+    index_url = _checked(_expand(env.index_url, where + ".index_url"), dockerinput.index_url,
+                         where + ".index_url") if env.index_url else None
     apt = list(env.apt)
     if env.source == "debian":
         apt = ["python3", "python3-torch", "python3-torchvision"] + apt
@@ -110,11 +127,16 @@ def plan(name: str, env: Environment, matrix_dir: Path) -> Plan:
     loader = jinja2.FileSystemLoader([str(template_path.parent), str(IMAGES_DIR)])
     jinja = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
                                keep_trailing_newline=True, autoescape=False)  # noqa: S701 - not HTML
-    text = jinja.get_template(template_path.name).render(
-        name=name, template=template_path.name, base=base, source=env.source, apt=apt,
-        python=env.python, torch=env.torch, cuda=env.cuda,
-        index_url=_expand(env.index_url, where + ".index_url") if env.index_url else None,
-        wheelhouse=wheelhouse is not None, requirements=requirements)
+    # Every value a RUN line takes goes through `sh` (shell quoting) on top of the checks.
+    jinja.filters["sh"] = shlex.quote
+    try:
+        text = jinja.get_template(template_path.name).render(
+            name=name, template=template_path.name, base=base, source=env.source, apt=apt,
+            python=env.python, torch=env.torch, cuda=env.cuda, index_url=index_url,
+            wheelhouse=wheelhouse is not None, requirements=requirements)
+    except jinja2.TemplateError as exc:
+        raise UserError("%s.dockerfile: %s cannot be rendered (%s)"
+                        % (where, template_path, exc))
     bench_files = tuple((name, (BENCH_DIR / name).read_bytes())
                         for name in source_names(str(BENCH_DIR)))
     return Plan(name, env, text, base, wheelhouse, bench_files)
@@ -153,10 +175,9 @@ def ensure_base(client: docker.DockerClient, base: str, allow_pull: bool, out: T
     print("pulling base image %s (not in the local engine)" % base, file=out, flush=True)
     try:
         return client.images.pull(base)
-    except docker.errors.DockerException as exc:
-        reason = getattr(exc, "explanation", None) or str(exc)
+    except ENGINE_ERRORS as exc:
         raise UserError("base image %s is not in the local engine and could not be pulled "
-                        "(%s). %s" % (base, str(reason).strip()[:300], hint))
+                        "(%s). %s" % (base, explain(exc)[:300], hint))
 
 
 def base_digest(image: Any) -> str:
@@ -176,6 +197,23 @@ def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool 
     log_path = log_dir / ("build-%s.log" % p.name)
     print("%s: building %s (log: %s)" % (p.name, p.tag, log_path), file=out, flush=True)
     lines: list[str] = []
+    try:
+        _stream_build(client, p, log_path, lines, out)
+    except ENGINE_ERRORS as exc:
+        tail = "\n    ".join(lines[-15:])
+        raise UserError("building %s failed: %s%s" % (p.name, explain(exc),
+                                                      "; last lines:\n    " + tail if tail else ""))
+    own(log_path)
+    image = image_or_none(client, p.tag)
+    if image is None:
+        raise UserError("building %s reported success but %s is missing" % (p.name, p.tag))
+    return image
+
+
+def _stream_build(client: docker.DockerClient, p: Plan, log_path: Path, lines: list[str],
+                  out: TextIO) -> None:
+    if log_path.is_symlink():
+        log_path.unlink()  # never write through a link planted in the log folder
     with log_path.open("w") as log, _context(p) as context:
         log.write(p.dockerfile + "\n---\n")
         stream = client.api.build(fileobj=context, custom_context=True, tag=p.tag, rm=True,
@@ -196,8 +234,3 @@ def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool 
                 tail = "\n    ".join(lines[-15:])
                 raise UserError("building %s failed; last lines of %s:\n    %s"
                                 % (p.name, log_path, tail))
-    own(log_path)
-    image = image_or_none(client, p.tag)
-    if image is None:
-        raise UserError("building %s reported success but %s is missing" % (p.name, p.tag))
-    return image

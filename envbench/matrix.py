@@ -22,13 +22,13 @@ from pydantic import (
     model_validator,
 )
 
-from envbench import yamlio
+from envbench import dockerinput, yamlio
 from envbench.errors import MatrixError
 
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?$")
 CUDA_VERSION = re.compile(r"^\d+\.\d+$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-IMAGE_REF = re.compile(r"^([a-z0-9][a-z0-9._/:@-]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})$")
+VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}")
 CPUSET = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
 SIZE = r"^\d+[kmg]?$"  # Docker's --memory grammar, lower-case units
 SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers")
@@ -57,6 +57,11 @@ def _not_a_number(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
+def _refuse(problem: Optional[str]) -> None:
+    if problem is not None:
+        raise ValueError(problem)
+
+
 def shown(value: Any) -> str:
     """A value as the YAML file spelt it: `true`, `3.10`, `'0.35'`."""
     if isinstance(value, bool):
@@ -64,6 +69,18 @@ def shown(value: Any) -> str:
     if value is None:
         return "null"
     return getattr(value, "source", None) or repr(value)
+
+
+UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+MIN_MEMORY = 64 * 2**20  # below this no torch starts; Docker's own floor is 6m
+
+
+def size_bytes(size: str) -> int:
+    """Docker's size grammar as the matrix accepts it ('16g', '512m', '1024')."""
+    match = re.fullmatch(r"(\d+)([kmg]?)", size)
+    if match is None:
+        raise ValueError("%r is not a size such as 512m or 16g" % size)
+    return int(match.group(1)) * UNITS[match.group(2)]
 
 
 def cpuset_size(cpuset: str) -> int:
@@ -112,8 +129,23 @@ class Environment(_Strict):
     @field_validator("base")
     @classmethod
     def _base(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not IMAGE_REF.match(value):
-            raise ValueError("%r is not an image reference (name[:tag][@sha256:digest])" % value)
+        # With ${VAR}s the expanded value is checked when the image is planned.
+        if value is not None and not VARIABLE.search(value):
+            _refuse(dockerinput.image_reference(value))
+        return value
+
+    @field_validator("index_url")
+    @classmethod
+    def _index_url(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not VARIABLE.search(value):
+            _refuse(dockerinput.index_url(value))
+        return value
+
+    @field_validator("apt")
+    @classmethod
+    def _apt(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            _refuse(dockerinput.debian_package(name))
         return value
 
     @model_validator(mode="after")
@@ -165,6 +197,9 @@ class Target(_Strict):
                              "thread count)" % (self.cpus, self.cpuset, cpuset_size(self.cpuset)))
         if self.swap is not None and self.memory is None:
             raise ValueError("swap: needs memory (swap is what a cell may use beyond memory)")
+        if self.memory is not None and size_bytes(self.memory) < MIN_MEMORY:
+            raise ValueError("memory: %s is below 64m, too little for any torch to start"
+                             % self.memory)
         return self
 
     @property
@@ -237,6 +272,22 @@ class Matrix(_Strict):
             if not NAME.match(str(name)):
                 raise ValueError("%r is not a valid name (letters, digits, '.', '_', '-'; "
                                  "it becomes an image tag and a file name)" % name)
+        return value
+
+    @field_validator("environments")
+    @classmethod
+    def _image_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Each environment names an image repository: a valid one, and its own."""
+        seen: dict[str, str] = {}
+        for name in value:
+            repository = str(name).lower()
+            problem = dockerinput.repository_component(repository)
+            if problem is not None:
+                raise ValueError("%r: %s (it becomes envbench/%s)" % (name, problem, repository))
+            if repository in seen:
+                raise ValueError("%r and %r would share the image envbench/%s: rename one"
+                                 % (seen[repository], name, repository))
+            seen[repository] = name
         return value
 
     @model_validator(mode="after")

@@ -1,0 +1,86 @@
+"""`envbench check`: every check a run would make before its first build, without building.
+
+The matrix's schema, then per environment what planning its image needs (${VAR}s set and
+well-formed after expansion, the template and the wheelhouse present, a valid image name),
+and, where an engine answers, base images under --offline. Warnings, since the check may run
+elsewhere than the benchmark (a laptop for a GPU VM): a missing data set, and GPU targets on
+an engine without the NVIDIA runtime. Problems exit 2 with their key paths, as a bad matrix
+does.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import docker
+
+from envbench import dataset, engine, images, resources, run
+from envbench.errors import UserError
+
+
+def _engine() -> docker.DockerClient | None:
+    try:
+        return engine.connect()
+    except UserError:
+        return None
+
+
+def check(opts: run.Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    m, cells = run.plan_cells(opts)
+    for cell in cells:
+        print(cell.label, file=out)
+    run.print_resources(m, cells, resources.Host.local(), out)
+    problems: list[str] = []
+    warnings: list[str] = []
+    plans: dict[str, Any] = {}
+    matrix_dir = opts.matrix_path.resolve().parent
+    for name in dict.fromkeys(c.environment for c in cells):
+        try:
+            plans[name] = images.plan(name, m.environments[name], matrix_dir)
+        except UserError as exc:
+            problems.append(str(exc))
+    if not (opts.synthetic or m.benchmark.data == "synthetic"):
+        root = opts.data_dir or dataset.default_cache()
+        if not dataset.is_ready(root):
+            warnings.append("data: no CIFAR-10 in %s (expected %s/): before `bench`, run "
+                            "`nox -s data`, give --data DIR, or use --synthetic"
+                            % (root, dataset.FOLDER))
+    client = _engine()
+    gpu_targets = sorted({c.target for c in cells if m.targets[c.target].device == "cuda"})
+    if client is None:
+        warnings.append("no Docker engine answers here: base images and GPU support were "
+                        "not checked")
+    else:
+        _engine_checks(client, plans, gpu_targets, opts.allow_pull, problems, warnings)
+    for warning in warnings:
+        print("warning: %s" % warning, file=err)
+    if problems:
+        print("error: %s cannot run:\n  %s" % (opts.matrix_path, "\n  ".join(problems)),
+              file=err)
+        return 2
+    print("%s: valid, %d cells" % (opts.matrix_path, len(cells)), file=out)
+    return 0
+
+
+def _engine_checks(client: docker.DockerClient, plans: dict[str, Any], gpu_targets: list[str],
+                   allow_pull: bool, problems: list[str], warnings: list[str]) -> None:
+    try:
+        runtimes = client.info().get("Runtimes") or {}
+    except engine.ENGINE_ERRORS as exc:
+        warnings.append("the engine did not answer: %s" % engine.explain(exc))
+        return
+    for target in gpu_targets:
+        if "nvidia" not in runtimes:
+            warnings.append("targets.%s: this Docker engine has no NVIDIA runtime, so its "
+                            "cells would fail here (install nvidia-container-toolkit)" % target)
+    if allow_pull:
+        return
+    for name, plan in plans.items():
+        try:
+            found = engine.image_or_none(client, plan.base)
+        except UserError as exc:
+            problems.append("environments.%s.base: %s" % (name, exc))
+            continue
+        if found is None and engine.image_or_none(client, plan.tag) is None:
+            problems.append("environments.%s.base: %s is not in the engine and --offline "
+                            "forbids pulling it" % (name, plan.base))

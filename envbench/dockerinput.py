@@ -1,0 +1,58 @@
+"""The grammars of what the kit puts into a Dockerfile or hands the engine: image references,
+repository names, Debian package names and index URLs.
+
+Each check returns None when the value is fine and one sentence saying why not otherwise, so
+the matrix (before expansion) and the image plan (after ${VAR} expansion) say the same thing.
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+# Docker's reference grammar (distribution/reference): [domain/]path[:tag][@digest].
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|[-]+)"
+PATH_COMPONENT = r"%s(?:%s%s)*" % (_ALNUM, _SEPARATOR, _ALNUM)
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = r"%s(?:\.%s)*(?::[0-9]+)?" % (_DOMAIN_COMPONENT, _DOMAIN_COMPONENT)
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+REFERENCE = re.compile(r"^(?:%s/)?%s(?:/%s)*(?::%s)?(?:@%s)?$"
+                       % (_DOMAIN, PATH_COMPONENT, PATH_COMPONENT, _TAG, _DIGEST))
+REPOSITORY_COMPONENT = re.compile(r"^%s$" % PATH_COMPONENT)
+# Debian Policy 5.6.1: lower-case letters, digits, + - . ; at least two; starts alphanumeric.
+DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+MAX_REFERENCE = 255
+
+
+def image_reference(value: str) -> str | None:
+    if len(value) > MAX_REFERENCE:
+        return "%r is not an image reference (longer than %d characters)" % (value[:40] + "…",
+                                                                              MAX_REFERENCE)
+    if not REFERENCE.match(value):
+        return ("%r is not an image reference (expected [registry/]name[:tag][@sha256:digest], "
+                "lower-case name)" % value)
+    return None
+
+
+def repository_component(value: str) -> str | None:
+    if not REPOSITORY_COMPONENT.match(value):
+        return ("%r cannot name an image: lower-case letters and digits, separated by one '.', "
+                "'_', '__' or dashes" % value)
+    return None
+
+
+def debian_package(value: str) -> str | None:
+    if not DEBIAN_PACKAGE.match(value):
+        return ("%r is not a Debian package name (lower-case letters, digits, '+', '-', '.'; "
+                "at least two characters)" % value)
+    return None
+
+
+def index_url(value: str) -> str | None:
+    if any(ch.isspace() or ord(ch) < 32 or ch in "\"'`\\$;|&<>" for ch in value):
+        return "%r is not an index URL (it holds whitespace, quotes or shell characters)" % value
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "%r is not an index URL (expected http(s)://host/path)" % value
+    return None
