@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 the run failed (a ``status: failed`` record was written), 2 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 import traceback
@@ -58,9 +59,19 @@ def parser():
     return p
 
 
+class Terminated(Exception):
+    """SIGTERM: `docker stop`, or an engine shutting down, asked bench to end."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None):
     started = time.perf_counter()
     args = parser().parse_args(argv)
+    # Under docker's init, SIGTERM reaches bench: end with a record saying so, not silently.
+    signal.signal(signal.SIGTERM, _on_sigterm)
     config = {k: v for k, v in vars(args).items() if k != "out"}
     record = result.new_record(config)
     try:
@@ -72,6 +83,11 @@ def main(argv=None):
     except KeyboardInterrupt:
         record["error"] = {"type": "Interrupted", "message": "interrupted by the user"}
         code = 130
+    except Terminated:
+        record["error"] = {"type": "Interrupted",
+                           "message": "stopped by SIGTERM (docker stop, or the Docker engine "
+                                      "shutting down)"}
+        code = 143
     except Exception as exc:
         record["error"] = describe(exc)
         expected = record["error"]["type"] in ("DataError", "UnsupportedOption",

@@ -117,11 +117,11 @@ class Prepared:
         return self.args + ["--out", "/results/%s.json" % self.file_stem]
 
 
-def prepare(cell: Cell, target: Target, host_cpus: int, data: dict[str, Any],
+def prepare(cell: Cell, target: Target, host: resources.Host | int, data: dict[str, Any],
             image_id: str | None) -> Prepared:
     """Resources from the target and host, bench's options, and the identity: the runner's
     cells and the report's idea of the current matrix both come from here."""
-    res = resources.plan(target, host_cpus, cell.settings["threads"])
+    res = resources.plan(target, host, cell.settings["threads"])
     args = bench_args(cell, res, data["source"] == "synthetic")
     config = bench_config(args)
     ident = identity.make(cell.environment, cell.target, image_id, res.as_record(), config,

@@ -1,17 +1,27 @@
-"""The Docker engine connection: one place that turns 'no engine' into a sentence."""
+"""The Docker engine connection: one place that turns the engine's failures into sentences.
+
+Anything the engine can answer with (an API error, a refused reference, a connection that
+drops because dockerd stopped) is an expected failure of one image or one cell: callers catch
+``ENGINE_ERRORS`` and record ``explain(exc)``; the matrix goes on.
+"""
 from __future__ import annotations
 
 import docker
+import requests
 from docker.errors import DockerException
 
 from envbench.errors import UserError
+
+# What a call to the engine may raise besides a bug: the SDK's errors, and the transport's
+# when the engine goes away mid-call (requests' errors are not DockerExceptions).
+ENGINE_ERRORS = (DockerException, requests.exceptions.RequestException, ConnectionError)
 
 
 def connect() -> docker.DockerClient:
     try:
         client = docker.from_env(timeout=600)
         client.ping()
-    except DockerException as exc:
+    except ENGINE_ERRORS as exc:
         raise UserError("no Docker engine answers (%s). Start dockerd (e.g. `sudo systemctl start "
                         "docker`), or point DOCKER_HOST at a running engine." % _reason(exc))
     return client
@@ -22,8 +32,24 @@ def _reason(exc: Exception) -> str:
     return text.split("(", 1)[0].strip() if "Connection aborted" in text else text[:300]
 
 
+def explain(exc: BaseException) -> str:
+    """One sentence for an engine failure: its own explanation, or that it stopped answering."""
+    text = str(exc)
+    if isinstance(exc, (requests.exceptions.ConnectionError, ConnectionError)) or \
+            "Connection aborted" in text or "Connection refused" in text:
+        how = ("connection refused" if "refused" in text.lower() or "No such file" in text
+               else "connection lost")
+        return "the Docker engine stopped answering (%s)" % how
+    explanation = getattr(exc, "explanation", None)
+    text = explanation if isinstance(explanation, str) and explanation else str(exc)
+    return " ".join(text.split())[:500]
+
+
 def image_or_none(client: docker.DockerClient, ref: str):
+    """The engine's image for ``ref``, None if it has none; a refusal is a clear error."""
     try:
         return client.images.get(ref)
     except docker.errors.ImageNotFound:
         return None
+    except ENGINE_ERRORS as exc:
+        raise UserError("the engine could not look up image %s: %s" % (ref, explain(exc)))

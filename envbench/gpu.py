@@ -6,6 +6,10 @@ from typing import Any
 import docker
 from docker.types import DeviceRequest
 
+from envbench import engine
+from envbench.engine import ENGINE_ERRORS
+from envbench.sandbox import locked_down
+
 NO_RUNTIME = ("this Docker engine has no NVIDIA runtime: install nvidia-container-toolkit, "
               "run `sudo nvidia-ctk runtime configure --runtime=docker` and restart dockerd")
 
@@ -15,18 +19,39 @@ def device_requests(count: int) -> list[DeviceRequest]:
     return [DeviceRequest(count=count, capabilities=[["gpu"]])]
 
 
-def explain(exc: Exception) -> str:
+def explain(exc: BaseException) -> str:
     text = str(exc)
     if "could not select device driver" in text or "nvidia-container-cli" in text:
         return NO_RUNTIME
-    return "the engine refused GPUs: %s" % text.strip()[:400]
+    if not isinstance(exc, docker.errors.APIError):
+        return engine.explain(exc)  # not a refusal of the GPUs: the engine's own failure
+    return "the engine refused GPUs: %s" % engine.explain(exc)[:400]
+
+
+def probe_options(image: Any, count: int) -> dict[str, Any]:
+    """The probe container: locked down like a cell, with ``count`` GPUs (0: none)."""
+    options = dict(locked_down(image), entrypoint=["true"],
+                   labels={"envbench.cell": "gpu-probe"})
+    if count:
+        options["device_requests"] = device_requests(count)
+    return options
 
 
 def probe(client: docker.DockerClient, image: Any, count: int) -> str | None:
     """Start a tiny container with GPUs attached; None if it works, else why not."""
+    container = None
     try:
-        client.containers.run(image.id, entrypoint=["true"], remove=True, network_mode="none",
-                              device_requests=device_requests(count))
-    except docker.errors.DockerException as exc:
+        # Created, then started: a refused start (no NVIDIA runtime) leaves a container,
+        # which `run(remove=True)` would not remove.
+        container = client.containers.create(image.id, **probe_options(image, count))
+        container.start()
+        code = container.wait(timeout=120)["StatusCode"]
+        return None if code == 0 else "the GPU probe container exited with code %d" % code
+    except ENGINE_ERRORS as exc:
         return explain(exc)
-    return None
+    finally:
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except ENGINE_ERRORS:
+                pass

@@ -8,13 +8,27 @@ cpuset are made to match it, and all of it is recorded in every result. An expli
 """
 from __future__ import annotations
 
-import re
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from envbench.matrix import Target, cpuset_size
+from envbench.matrix import Target, cpuset_size, size_bytes
 
-UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+@dataclass(frozen=True)
+class Host:
+    """The machine the engine runs cells on: its CPUs and memory (None: unknown)."""
+
+    cpus: int
+    memory: int | None = None
+
+    @classmethod
+    def local(cls) -> Host:
+        try:
+            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            memory = None
+        return cls(os.cpu_count() or 1, memory)
 
 
 @dataclass(frozen=True)
@@ -28,6 +42,8 @@ class Resources:
     memory: str | None
     swap: str | None
     gpus: str | int | None
+    memory_from: str | None = None      # "matrix", or "host" for the default CPU-cell limit
+    host_memory_bytes: int | None = None
 
     def as_record(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,22 +56,33 @@ class Resources:
         if self.cpuset is not None:
             parts.append("cores %s" % self.cpuset)
         if self.memory is not None:
-            parts.append("memory %s%s" % (self.memory, " + swap %s" % self.swap
-                                          if self.swap else ", no swap"))
+            parts.append("memory %s%s%s" % (self.memory, " (host less a reserve)"
+                                             if self.memory_from == "host" else "",
+                                             " + swap %s" % self.swap if self.swap
+                                             else ", no swap"))
         source = {"matrix": "as the matrix says", "cpus": "= cpus", "cpuset": "= cpuset size",
                   "host": "= host cores"}[self.threads_from]
         return "%d thread%s (%s)%s" % (self.threads, "s" if self.threads != 1 else "", source,
                                        "; " + ", ".join(parts) if parts else "")
 
 
-def plan(target: Target, host_cpus: int, threads: int | None = None) -> Resources:
-    """The resources of a cell on ``target`` on a host with ``host_cpus`` CPUs.
+def default_memory(host_memory: int) -> str:
+    """A CPU cell with no memory: in the matrix may use the host's memory less a reserve for
+    the host itself (10%, at least 1 GiB), so a runaway cell is killed, not the machine."""
+    reserve = max(2**30, host_memory // 10)
+    return "%dm" % max(64, (host_memory - reserve) // 2**20)
+
+
+def plan(target: Target, host: Host | int, threads: int | None = None) -> Resources:
+    """The resources of a cell on ``target`` on ``host`` (a Host, or just its CPU count).
 
     ``threads`` is the matrix's explicit setting (None: derive it). A quota above what the
     host has is capped to the host (the engine refuses more), and the cpuset then names the
     first cores, so that quota and cores agree.
     """
-    host_cpus = max(1, int(host_cpus))
+    if not isinstance(host, Host):
+        host = Host(host)
+    host_cpus, host_memory = max(1, int(host.cpus)), host.memory
     cpus, cpuset = target.cpus, target.cpuset
     if cpus is not None:
         cpus = min(cpus, host_cpus)
@@ -68,21 +95,17 @@ def plan(target: Target, host_cpus: int, threads: int | None = None) -> Resource
         effective, source = host_cpus, "host"
     if threads is not None:
         effective, source = threads, "matrix"
+    memory, memory_from = target.memory, "matrix" if target.memory else None
+    if memory is None and target.device == "cpu" and host_memory:
+        memory, memory_from = default_memory(host_memory), "host"
     return Resources(device=target.device, cpus=cpus, cpuset=cpuset, threads=effective,
-                     threads_from=source, host_cpus=host_cpus, memory=target.memory,
-                     swap=target.swap, gpus=target.gpus if target.device == "cuda" else None)
+                     threads_from=source, host_cpus=host_cpus, memory=memory,
+                     swap=target.swap, gpus=target.gpus if target.device == "cuda" else None,
+                     memory_from=memory_from, host_memory_bytes=host_memory)
 
 
 def _first_cores(count: int) -> str:
     return "0" if count == 1 else "0-%d" % (count - 1)
-
-
-def size_bytes(size: str) -> int:
-    """Docker's size grammar as the matrix accepts it ('16g', '512m', '1024')."""
-    match = re.fullmatch(r"(\d+)([kmg]?)", size)
-    if match is None:
-        raise ValueError("%r is not a size such as 512m or 16g" % size)
-    return int(match.group(1)) * UNITS[match.group(2)]
 
 
 def container_limits(resources: Resources) -> dict[str, Any]:

@@ -1,7 +1,6 @@
 """The matrix, end to end: build the images the cells need, run every cell, resume, summarise."""
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
@@ -95,12 +94,15 @@ def data_identity(data_dir: Path | None) -> dict[str, Any]:
     return {"source": "cifar10", "sha256": dataset.digest(data_dir)}
 
 
-def host_cpus(client: docker.DockerClient) -> int:
-    """The engine host's CPU count (the engine may not run on this machine)."""
+def engine_host(client: docker.DockerClient) -> resources.Host:
+    """The engine host's CPUs and memory (the engine may not run on this machine)."""
+    local = resources.Host.local()
     try:
-        return int(client.info().get("NCPU") or os.cpu_count() or 1)
-    except (docker.errors.DockerException, ValueError, TypeError):
-        return os.cpu_count() or 1
+        info = client.info()
+        return resources.Host(int(info.get("NCPU") or local.cpus),
+                              int(info.get("MemTotal") or 0) or local.memory)
+    except (*engine.ENGINE_ERRORS, ValueError, TypeError):
+        return local
 
 
 @dataclass
@@ -112,7 +114,7 @@ class _Session:
     opts: Options
     mounts: runner.Mounts
     data: dict[str, Any]
-    host_cpus: int
+    host: resources.Host
     built: dict[str, Any]
     build_failures: dict[str, tuple[str, str | None]]
     gpu_problems: dict[str, str | None] = field(default_factory=dict)
@@ -123,14 +125,14 @@ class _Session:
         target = self.matrix.targets[cell.target]
         if cell.environment in self.build_failures:
             message, tag = self.build_failures[cell.environment]
-            p = cellmod.prepare(cell, target, self.host_cpus, self.data, None)
+            p = cellmod.prepare(cell, target, self.host, self.data, None)
             record = results.host_failure(p.config, "BuildFailed", message)
             self._store(p, record, {"tag": tag, "id": None})
             return record, "failed: image build failed"
         plan, image, base_digest = self.built[cell.environment]
         image_info = {"tag": plan.tag, "id": image.id, "base": plan.base,
                       "base_digest": base_digest}
-        p = cellmod.prepare(cell, target, self.host_cpus, self.data, image.id)
+        p = cellmod.prepare(cell, target, self.host, self.data, image.id)
         path = self.opts.results_dir / ("%s.json" % p.file_stem)
         stored = results.read(path)
         if results.is_current(stored, p.identity):
@@ -177,11 +179,12 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     mounts = runner.Mounts(opts.results_dir, opts.log_dir, data_dir)
     client = engine.connect()
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
-    cpus = host_cpus(client)
-    print_resources(m, cells, cpus, out)
+    host = engine_host(client)
+    remove_leftovers(client, out)
+    print_resources(m, cells, host, out)
     names = list(dict.fromkeys(c.environment for c in cells))
     built, build_failures = build_images(client, m, names, opts, out)
-    session = _Session(client, m, opts, mounts, data_identity(data_dir), cpus, built,
+    session = _Session(client, m, opts, mounts, data_identity(data_dir), host, built,
                        build_failures)
     records: list[tuple[cellmod.Cell, dict[str, Any]]] = []
     try:
@@ -205,8 +208,25 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     return 0 if all(r.get("status") == "ok" for _, r in records) else 1
 
 
-def print_resources(m: matrix.Matrix, cells: list[cellmod.Cell], cpus: int,
-                     out: TextIO) -> None:
+def remove_leftovers(client: docker.DockerClient, out: TextIO) -> None:
+    """Containers of cells that a stopped engine or a killed run could not remove."""
+    try:
+        stale = client.containers.list(all=True, filters={"label": "envbench.cell",
+                                                          "status": "exited"})
+        stale += client.containers.list(all=True, filters={"label": "envbench.cell",
+                                                           "status": "created"})
+        for container in stale:
+            container.remove(force=True)
+    except engine.ENGINE_ERRORS as exc:
+        print("could not remove containers left by an earlier run: %s" % engine.explain(exc),
+              file=out)
+        return
+    if stale:
+        print("removed %d container(s) left by an earlier run" % len(stale), file=out)
+
+
+def print_resources(m: matrix.Matrix, cells: list[cellmod.Cell], host: resources.Host,
+                    out: TextIO) -> None:
     """Say what each target's cells may use on this host before anything runs."""
     seen: set[tuple[str, Any]] = set()
     for cell in cells:
@@ -214,8 +234,8 @@ def print_resources(m: matrix.Matrix, cells: list[cellmod.Cell], cpus: int,
         if key in seen:
             continue
         seen.add(key)
-        res = resources.plan(m.targets[cell.target], cpus, cell.settings["threads"])
-        print("target %s on this %d-CPU host: %s" % (cell.target, cpus, res.describe()),
+        res = resources.plan(m.targets[cell.target], host, cell.settings["threads"])
+        print("target %s on this %d-CPU host: %s" % (cell.target, host.cpus, res.describe()),
               file=out)
 
 

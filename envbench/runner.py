@@ -8,14 +8,15 @@ from typing import Any
 import docker
 import requests
 
+from bench.result import write_text_atomic
 from envbench import gpu, results
+from envbench.engine import ENGINE_ERRORS, explain
 from envbench.matrix import Target
 from envbench.resources import Resources, container_limits
-from envbench.users import host_user, own
+from envbench.sandbox import locked_down
+from envbench.users import own
 
 LOG_TAIL_LINES = 40
-# DataLoader workers pass batches through /dev/shm; Docker's 64 MB default breaks them.
-SHM_SIZE = "2g"
 
 
 @dataclass(frozen=True)
@@ -30,19 +31,8 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
     volumes = {str(mounts.results_dir.resolve()): {"bind": "/results", "mode": "rw"}}
     if mounts.data_dir is not None:
         volumes[str(mounts.data_dir.resolve())] = {"bind": "/data", "mode": "ro"}
-    options: dict[str, Any] = {
-        "command": args,
-        "user": host_user(),
-        "network_mode": "none",
-        "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
-        "shm_size": SHM_SIZE,
-        "volumes": volumes,
-        "environment": {"HOME": "/tmp", "USER": "envbench", "ENVBENCH_IMAGE_ID": image.id,
-                        "ENVBENCH_IMAGE_TAG": (image.tags or [""])[0]},
-        "labels": {"envbench.cell": cell_name},
-        "detach": True,
-    }
+    options: dict[str, Any] = dict(locked_down(image), command=args, volumes=volumes,
+                                   labels={"envbench.cell": cell_name}, detach=True)
     options.update(container_limits(resources))
     if resources.device == "cuda":
         options["device_requests"] = gpu.device_requests(
@@ -55,9 +45,10 @@ def _save_logs(container: Any, log_path: Path) -> list[str]:
     through a long epoch could time out and lose the end, which is what matters)."""
     try:
         raw = container.logs(stdout=True, stderr=True)
-    except docker.errors.DockerException as exc:
-        raw = ("(logs unavailable: %s)\n" % exc).encode()
-    log_path.write_bytes(raw)
+    except ENGINE_ERRORS as exc:
+        raw = ("(logs unavailable: %s)\n" % explain(exc)).encode()
+    # Atomic: a symlink planted at the log's name is replaced, never written through.
+    write_text_atomic(str(log_path), raw.decode(errors="replace"))
     own(log_path)
     return raw.decode(errors="replace").splitlines()
 
@@ -79,15 +70,17 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
     try:
         options = container_options(args, resources, image, mounts, out_path.stem)
         container = client.containers.create(image.id, **options)
-    except docker.errors.DockerException as exc:
-        message = gpu.explain(exc) if gpus else str(exc).strip()[:500]
+    except ENGINE_ERRORS as exc:
+        message = gpu.explain(exc) if gpus else explain(exc)
         return _with_tail(results.host_failure(config, "ContainerError", message), lines)
     try:
         container.start()
         try:
             exit_code = container.wait(timeout=target.timeout_s)["StatusCode"]
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            container.kill()
+        except ENGINE_ERRORS as exc:
+            if not _timed_out(exc):
+                raise
+            _kill(container)
             exit_code = None
             error = ("Timeout", "the cell ran past the target's timeout_s=%d" % target.timeout_s)
         if exit_code is not None and exit_code != 0:
@@ -97,22 +90,37 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
                                         "(%s)" % target.memory)
             else:
                 error = ("ContainerExited", "bench exited with code %d" % exit_code)
-    except docker.errors.DockerException as exc:
-        message = gpu.explain(exc) if gpus else str(exc).strip()[:500]
+    except ENGINE_ERRORS as exc:
+        message = gpu.explain(exc) if gpus else explain(exc)
         error = ("ContainerError", message)
     finally:
         lines = _save_logs(container, log_path)
         try:
             container.remove(force=True)
-        except docker.errors.DockerException:
-            pass
+            engine_lost = None
+        except ENGINE_ERRORS as exc:
+            engine_lost = explain(exc)  # the engine is gone; it removes nothing it no longer runs
     record = results.read(out_path)
     if record is None:
         kind, message = error or ("NoResult", "bench exited without writing a valid result")
+        if engine_lost and kind in ("ContainerExited", "NoResult"):
+            message = "%s, and then %s" % (message, engine_lost)  # the likely cause
         record = results.host_failure(config, kind, message)
     elif error is not None and error[0] in ("Timeout", "OutOfMemory"):
         record["status"], record["error"] = "failed", {"type": error[0], "message": error[1]}
     return _with_tail(record, lines) if record["status"] != "ok" else record
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """wait(timeout) ends in a read timeout, which requests may wrap in a ConnectionError."""
+    return isinstance(exc, requests.exceptions.ReadTimeout) or "Read timed out" in str(exc)
+
+
+def _kill(container: Any) -> None:
+    try:
+        container.kill()
+    except ENGINE_ERRORS:
+        pass
 
 
 def _with_tail(record: dict[str, Any], lines: list[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from envbench import dataset, identity, images
 from envbench.errors import UserError
 from envbench.matrix import Matrix
 from envbench.reportdata import Loaded, variant_text
+from envbench.resources import Host
 
 
 def _slot(environment: Any, target: Any, variant: dict[str, Any], quick: bool,
@@ -109,7 +110,9 @@ def _judge(record: dict[str, Any], by_slot: dict[tuple[Any, ...], cellmod.Cell],
     if tags.get(env_name) is not None and tag != tags[env_name]:
         return "another image of %s (%s; the matrix now builds %s)" % (
             env_name, tag or "not built", tags[env_name]), slot
-    host = (cell.get("resources") or {}).get("host_cpus") or os.cpu_count() or 1
+    recorded = cell.get("resources") or {}
+    host = Host(recorded.get("host_cpus") or os.cpu_count() or 1,
+                recorded.get("host_memory_bytes"))
     expected_data_now = dict(data or {}, sha256=(data or {}).get("sha256")
                              or dict(measured.data).get("sha256"))
     expected = cellmod.prepare(wanted, m.targets[target_name], host, expected_data_now,

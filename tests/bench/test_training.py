@@ -135,3 +135,29 @@ def test_classic_pipeline_runs_deterministically(tmp_path, cifar_dir):
     assert one["summary"]["weights_sha256"] == two["summary"]["weights_sha256"]
     assert one["epochs"][1]["samples"] == 1000 and one["env"]["torchvision"]
     assert one["epochs"][1]["phases_s"]["data"] > 0
+
+
+def test_sigterm_ends_the_run_with_a_record_saying_so(tmp_path):
+    """`docker stop` (through docker's init) sends SIGTERM: bench records why it ended."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from bench_helpers import ROOT
+
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "bench", *SMALL, "--epochs", "500",
+                             "--batch-size", "64", "--pipeline", "resident", "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            universal_newlines=True)
+    first = proc.stdout.readline()  # the first epoch's line: training is under way
+    assert first.startswith("epoch 1/500"), first
+    os.kill(proc.pid, signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, rest
+    record = json.loads(out.read_text())
+    assert record["status"] == "failed" and record["error"]["type"] == "Interrupted"
+    assert "SIGTERM" in record["error"]["message"] and len(record["epochs"]) >= 1
+    assert "Traceback" not in rest

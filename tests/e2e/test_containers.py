@@ -9,11 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import docker
 import pytest
 from conftest import E2E_MATRIX, ROOT, envbench
 
 from bench.fingerprint import bench_sha256
-from envbench import cells, gpu, runner
+from envbench import cells, gpu, matrix, run, runner, sandbox
 from envbench.cells import Cell
 from envbench.matrix import Settings, Target
 
@@ -165,29 +166,78 @@ def test_a_gpu_cell_on_this_engine_fails_with_the_clear_message(client, first_ru
                                                                 no_nvidia_runtime):
     image = _image(client, first_run, "debian-torch1.13")
     assert gpu.probe(client, image, -1) == gpu.NO_RUNTIME
+    assert not client.containers.list(all=True, filters={"label": "envbench.cell=gpu-probe"})
     target = Target(device="cuda", gpus="all", label="GPU", price_per_hour=1.0)
     record = _run_cell(client, target, image, tmp_path)
     assert record["status"] == "failed"
     assert record["error"]["message"] == gpu.NO_RUNTIME
 
 
-def test_the_container_has_no_network_and_no_capabilities(client, first_run, tmp_path):
+READ_BACK = ("ls /sys/class/net; echo; id -u; nproc; grep -E '^(CapEff|NoNewPrivs)' "
+             "/proc/self/status; echo; grep -E ' / | /tmp | /dev/shm ' /proc/self/mounts; echo; "
+             "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null; "
+             "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max "
+             "2>/dev/null; touch /root-write 2>&1 | head -1; touch /tmp/ok && echo tmp-ok")
+
+
+def _read_back(client, image, options) -> dict[str, str]:
+    options = dict(options, detach=False, remove=True, entrypoint=["sh", "-c"],
+                   command=[READ_BACK])
+    output = client.containers.run(image.id, **options).decode()
+    return {"text": output, "lines": output.split("\n")}
+
+
+def test_a_running_cell_is_locked_down_and_limited(client, first_run, tmp_path):
+    """Read back, from inside a cell's container, what the kit asked the engine for."""
     image = _image(client, first_run, "torch2.13-cpu")
     target = Target(device="cpu", cpus=1, label="CPU", price_per_hour=0)
     mounts = runner.Mounts(tmp_path, tmp_path, None)
-    p = cells.prepare(_cell(), target, 2, {"source": "synthetic", "sha256": None}, image.id)
+    host = run.engine_host(client)
+    p = cells.prepare(_cell(), target, host, {"source": "synthetic", "sha256": None}, image.id)
     options = runner.container_options(p.command(), p.resources, image, mounts, p.file_stem)
-    options.update(detach=False, remove=True, entrypoint=["sh", "-c"],
-                   command=["ls /sys/class/net; id -u; nproc; grep CapEff /proc/self/status; "
-                            "grep NoNewPrivs /proc/self/status; df -h /dev/shm | tail -1"])
-    output = client.containers.run(image.id, **options).decode()
-    lines = output.split()
-    assert lines[0] == "lo" and "eth0" not in output, output
-    assert lines[1] == str(os.getuid())
-    assert lines[2] == "1"  # cpus: 1 is one core (cpuset), not a quota over every core
-    assert "CapEff:\t0000000000000000" in output.replace("CapEff: ", "CapEff:\t")
-    assert "NoNewPrivs:\t1" in output.replace("NoNewPrivs: ", "NoNewPrivs:\t")
-    assert "2.0G" in output  # shared memory for DataLoader workers
+    seen = _read_back(client, image, options)
+    out, lines = seen["text"], seen["lines"]
+    assert lines[0] == "lo" and "eth0" not in out, out  # no network
+    assert lines[2] == str(os.getuid())
+    assert lines[3] == "1"  # cpus: 1 is one core (cpuset), not a quota over every core
+    assert "CapEff:\t0000000000000000" in out and "NoNewPrivs:\t1" in out
+    root = next(line for line in lines if line.split()[1:2] == ["/"])
+    assert " ro," in root or root.split()[3].startswith("ro"), root  # read-only root
+    tmp = next(line for line in lines if line.split()[1:2] == ["/tmp"])
+    assert tmp.startswith("tmpfs /tmp") and "noexec" not in tmp and "nosuid" in tmp, tmp
+    shm = next(line for line in lines if line.split()[1:2] == ["/dev/shm"])
+    assert "size=2097152k" in shm, shm  # shared memory for DataLoader workers
+    assert str(sandbox.PIDS_LIMIT) in lines, out
+    # No memory in the target: the host's memory less a reserve, as the result records.
+    limit = matrix.size_bytes(p.resources.memory)
+    assert p.resources.memory_from == "host" and str(limit) in lines, out
+    assert "Read-only file system" in out and "tmp-ok" in out
+
+
+def test_the_gpu_probe_is_locked_down_like_a_cell(client, first_run):
+    image = _image(client, first_run, "debian-torch1.13")
+    options = gpu.probe_options(image, 0)  # the probe's settings, without the GPUs
+    options.pop("entrypoint")
+    seen = _read_back(client, image, options)
+    out = seen["text"]
+    assert seen["lines"][0] == "lo" and "CapEff:\t0000000000000000" in out
+    assert "NoNewPrivs:\t1" in out and "Read-only file system" in out
+    assert str(sandbox.PIDS_LIMIT) in seen["lines"] and seen["lines"][2] == str(os.getuid())
+
+
+def test_a_vanished_image_is_one_sentence_for_its_cell(client, first_run, tmp_path):
+    """An image built, then removed (a `docker image prune` between build and run)."""
+    base = _image(client, first_run, "debian-torch1.13")
+    (tmp_path / "Dockerfile").write_text("FROM %s\nLABEL envbench.test=vanishing\n" % base.id)
+    image, _ = client.images.build(path=str(tmp_path), tag="envbench-test/vanishing:1",
+                                   rm=True, forcerm=True)
+    client.images.remove("envbench-test/vanishing:1")
+    with pytest.raises(docker.errors.ImageNotFound):
+        client.images.get(image.id)
+    record = _run_cell(client, Target(device="cpu"), image, tmp_path)
+    assert record["status"] == "failed" and record["error"]["type"] == "ContainerError"
+    assert "No such image" in record["error"]["message"], record["error"]
+    assert "\n" not in record["error"]["message"]
 
 
 def test_a_build_error_shows_its_last_log_lines(e2e_env, tmp_path):
@@ -244,8 +294,8 @@ def test_a_gpu_target_through_the_cli_fails_every_gpu_cell_with_one_sentence(
 def test_a_cell_killed_at_the_memory_limit_is_recorded_as_out_of_memory(client, first_run,
                                                                          tmp_path):
     image = _image(client, first_run, "debian-torch1.13")
-    target = Target(device="cpu", memory="48m", label="tiny", price_per_hour=0)
+    target = Target(device="cpu", memory="64m", label="tiny", price_per_hour=0)
     record = _run_cell(client, target, image, tmp_path)
     assert record["status"] == "failed"
     assert record["error"]["type"] == "OutOfMemory", record["error"]
-    assert "memory limit (48m)" in record["error"]["message"]
+    assert "memory limit (64m)" in record["error"]["message"]

@@ -56,6 +56,6 @@ def test_memory_and_swap_limits():
     limits = resources.container_limits(swap)
     assert limits["mem_limit"] == 512 * 2**20 and limits["memswap_limit"] == 512 * 2**20 + 2**30
     assert "memory 512m + swap 1g" in swap.describe()
-    assert resources.size_bytes("1024") == 1024
+    assert matrix.size_bytes("1024") == 1024
     with pytest.raises(ValueError):
-        resources.size_bytes("1t")
+        matrix.size_bytes("1t")

@@ -1,0 +1,100 @@
+"""The engine stops mid-run: the cells that needed it fail with one sentence, the run ends
+without a traceback, and once the engine is back the same command finishes the matrix."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+import pytest
+from conftest import E2E_MATRIX, ROOT, envbench
+
+pytestmark = pytest.mark.e2e
+
+
+def _dockerd() -> tuple[int, list[str]]:
+    """The pid and command line of the one plain dockerd process, or skip."""
+    if os.getuid() != 0:
+        pytest.skip("only root can stop and start dockerd")
+    pids = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()
+    if len(pids) != 1:
+        pytest.skip("not one dockerd process here (%d): cannot stop and restart it" % len(pids))
+    if Path("/run/systemd/system").exists():
+        pytest.skip("dockerd is managed by systemd here; this test restarts a plain dockerd")
+    cmdline = Path("/proc/%s/cmdline" % pids[0]).read_bytes().split(b"\0")
+    return int(pids[0]), [part.decode() for part in cmdline if part]
+
+
+def _wait_for(predicate, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.05)
+
+
+def _answers() -> bool:
+    try:
+        docker.from_env(timeout=5).ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "not yet"
+        return False
+
+
+def test_the_engine_stopping_mid_run_fails_cells_clearly_and_a_rerun_finishes(
+        client, first_run, e2e_env, cifar, tmp_path):
+    client = docker.from_env(timeout=600)  # the session's client outlives this engine
+    pid, command = _dockerd()
+    reports = tmp_path / "reports"
+    # Cells long enough (a few seconds) for the engine to stop while the first one runs.
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(E2E_MATRIX.read_text().replace("epochs: 1", "epochs: 30")
+                      .replace("  limit: 600\n", ""))
+    run = subprocess.Popen([sys.executable, "-m", "envbench", "bench", "--matrix",
+                            str(matrix), "--data", str(cifar), "--reports", str(reports)],
+                           cwd=ROOT, env=e2e_env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    log = tempfile.NamedTemporaryFile(prefix="dockerd-", suffix=".log", delete=False)
+    try:
+        _wait_for(lambda: client.containers.list(filters={"label": "envbench.cell"}), 300,
+                  "the first cell's container")
+        os.kill(pid, signal.SIGTERM)
+        _wait_for(lambda: not Path("/proc/%d" % pid).exists(), 60, "dockerd to stop")
+        out, _ = run.communicate(timeout=300)
+    finally:
+        if not _answers():
+            subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+            _wait_for(_answers, 90, "dockerd to come back")
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 1, out
+    assert "Traceback" not in out, out
+    cell_lines = [line for line in out.splitlines() if line.startswith("[")]
+    assert len(cell_lines) == 2
+    # The running cell was stopped with its engine and says so (bench records the SIGTERM,
+    # or, when the engine's shutdown kills it first, the host records its exit and the engine
+    # going away); the next cell found no engine.
+    assert "failed: Interrupted: stopped by SIGTERM (docker stop, or the Docker engine " \
+        "shutting down)" in cell_lines[0] or re.search(
+            r"failed: ContainerExited: bench exited with code \d+, and then the Docker engine "
+            r"stopped answering", cell_lines[0]), cell_lines
+    assert "failed: ContainerError: the Docker engine stopped answering (connection " \
+        "refused)" in cell_lines[1], cell_lines
+
+    # A container an engine crash could leave behind: the next run removes it.
+    image = client.images.list(filters={"label": "envbench.environment"})[0]
+    client.containers.create(image.id, labels={"envbench.cell": "left-behind"})
+    stale = client.containers.list(all=True, filters={"label": "envbench.cell"})
+    again = envbench(e2e_env, "bench", "--matrix", matrix, "--data", cifar,
+                     "--reports", reports)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "removed %d container(s) left by an earlier run" % len(stale) in again.stdout
+    assert not client.containers.list(all=True, filters={"label": "envbench.cell"})
+    lines = [line for line in again.stdout.splitlines() if line.startswith("[")]
+    assert len(lines) == 2 and all("s/epoch" in line and "cached" not in line for line in lines)
