@@ -215,8 +215,8 @@ def render_loaded(loaded: list[reportdata.Loaded], skipped: list[tuple[str, str]
     return written
 
 
-def _filter(loaded: list[reportdata.Loaded], args: argparse.Namespace,
-            m: Any) -> list[reportdata.Loaded]:
+def _filter(loaded: list[reportdata.Loaded],
+            args: argparse.Namespace) -> list[reportdata.Loaded]:
     """--env, --target and --kind for result folders given by path."""
     def keep(record: dict[str, Any]) -> bool:
         cell = record["cell"]
@@ -234,7 +234,7 @@ def main(args: argparse.Namespace) -> int:
     if args.results:
         # Folders named on the command line: report what they hold, nothing else.
         loaded, skipped = reportdata.load(args.results)
-        loaded = _filter(loaded, args, None)
+        loaded = _filter(loaded, args)
         where = ", ".join(map(str, args.results))
     else:
         from envbench import cells, matrix
