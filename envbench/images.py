@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
 BENCH_DIR = ROOT / "bench"
 REPOSITORY = "envbench"
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,8 @@ def _stream_build(client: docker.DockerClient, p: Plan, log_path: Path, lines: l
             text = chunk.get("stream") or chunk.get("status") or ""
             if "error" in chunk:
                 text = "ERROR: %s\n" % chunk["error"]
+            # The engine colours a step's stderr; terminal escapes are no part of the message.
+            text = ANSI_ESCAPE.sub("", text)
             if not text:
                 continue
             log.write(text)

@@ -1,0 +1,69 @@
+"""A build that fills the engine's disk: one sentence with the engine's reason, no traceback.
+
+A second, small engine (its data on a 400 MiB tmpfs, its socket in a temporary folder)
+is started for this test alone and stopped after it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import docker
+import pytest
+from conftest import envbench
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def small_engine(client, base_tag, tmp_path_factory):
+    if os.getuid() != 0 or shutil.which("dockerd") is None:
+        pytest.skip("starting a second engine needs root and dockerd")
+    home = tmp_path_factory.mktemp("small-engine")
+    data = home / "data"
+    data.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400m", "tmpfs", str(data)], check=True)
+    socket = "unix://%s" % (home / "docker.sock")
+    log = (home / "dockerd.log").open("w")
+    daemon = subprocess.Popen(["dockerd", "--data-root", str(data / "root"), "--exec-root",
+                               str(home / "exec"), "--pidfile", str(home / "dockerd.pid"),
+                               "--host", socket, "--bridge", "none", "--iptables=false",
+                               "--ip6tables=false", "--storage-driver", "vfs"],
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                small = docker.DockerClient(base_url=socket, timeout=300)
+                small.ping()
+                break
+            except docker.errors.DockerException:
+                assert time.monotonic() < deadline, (home / "dockerd.log").read_text()[-2000:]
+                time.sleep(0.2)
+        # The base image, from the main engine (no registry to pull it from).
+        small.images.load(b"".join(client.images.get(base_tag).save(named=True)))
+        yield socket
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+        subprocess.run(["umount", str(data)], check=False)
+
+
+def test_a_build_that_fills_the_disk_is_one_sentence(small_engine, e2e_env, base_tag, tmp_path):
+    (tmp_path / "full.j2").write_text("FROM {{ base }}\n"
+                                      "RUN dd if=/dev/zero of=/big bs=1M count=600\n")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("environments:\n  full: {source: debian, base: \"%s\", dockerfile: full.j2}\n"
+                      "targets:\n  cpu: {device: cpu}\n"
+                      "benchmark: {epochs: 1, repeats: 1, data: synthetic}\n" % base_tag)
+    env = dict(e2e_env, DOCKER_HOST=small_engine)
+    proc = envbench(env, "bench", "--matrix", matrix, "--reports", tmp_path / "reports",
+                    "--offline", timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "Traceback" not in proc.stdout
+    assert "building full failed" in proc.stdout and "No space left on device" in proc.stdout
+    assert "\x1b[" not in proc.stdout  # the engine's colour codes are stripped
+    cell = [line for line in proc.stdout.splitlines() if line.startswith("[1/1]")]
+    assert cell and "failed: image build failed" in cell[0], proc.stdout[-2000:]
