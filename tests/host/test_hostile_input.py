@@ -106,3 +106,19 @@ def test_an_unset_variable_fails_the_plan_not_the_process():
     env = Environment(torch="2.13.0", base="${ENVBENCH_T_NOT_SET}")
     with pytest.raises(UserError, match=r"environments.x.base: \$\{ENVBENCH_T_NOT_SET\} is not"):
         images.plan("x", env, Path("."))
+
+
+@pytest.mark.parametrize("argv, refused", [
+    (["report", "--offline"], "--offline"),
+    (["build", "--quick"], "--quick"),
+    (["build", "--synthetic"], "--synthetic"),
+    (["check", "--reports", "x"], "--reports x"),
+])
+def test_an_option_a_command_would_ignore_is_refused_with_the_ones_it_takes(argv, refused):
+    proc = subprocess.run([sys.executable, "-m", "envbench", *argv], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    command = argv[0]
+    assert proc.stderr.startswith("error: envbench %s does not take %s; its options are: "
+                                  % (command, refused)), proc.stderr
+    assert "--matrix" in proc.stderr
