@@ -27,8 +27,10 @@ def small_engine(client, base_tag, tmp_path_factory):
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400m", "tmpfs", str(data)], check=True)
     socket = "unix://%s" % (home / "docker.sock")
     log = (home / "dockerd.log").open("w")
-    daemon = subprocess.Popen(["dockerd", "--data-root", str(data / "root"), "--exec-root",
-                               str(home / "exec"), "--pidfile", str(home / "dockerd.pid"),
+    # Its own network namespace: whatever it does to bridges stays away from the main engine.
+    daemon = subprocess.Popen(["unshare", "--net", "--", "dockerd", "--data-root",
+                               str(data / "root"), "--exec-root", str(home / "exec"),
+                               "--pidfile", str(home / "dockerd.pid"),
                                "--host", socket, "--bridge", "none", "--iptables=false",
                                "--ip6tables=false", "--storage-driver", "vfs"],
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
