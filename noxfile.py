@@ -24,6 +24,12 @@ def _envbench(session: nox.Session, *args: str) -> None:
     session.run("envbench", *args, *session.posargs)
 
 
+@nox.session(name="lock")
+def lock(session: nox.Session) -> None:
+    """Resolve each pip environment into locks/<env>.pylock.toml (uv, sha256 per wheel)."""
+    _envbench(session, "lock")
+
+
 @nox.session(name="build-cpu")
 def build_cpu(session: nox.Session) -> None:
     """Build the images for every cell on a CPU target."""

@@ -110,6 +110,10 @@ class Environment(_Strict):
     wheelhouse: Optional[Text] = None
     apt: tuple[Text, ...] = ()
     targets: Optional[tuple[Text, ...]] = None
+    # The wheel platform the lock resolves for; default: this machine's, with the glibc of
+    # Debian bookworm (python:*-slim and the local Debian base).
+    platform: Optional[Annotated[str, Field(strict=True,
+                                            pattern=r"^(x86_64|aarch64)-manylinux_2_\d+$")]] = None
 
     @field_validator("python", "torch", "torchvision")
     @classmethod

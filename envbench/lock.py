@@ -1,0 +1,235 @@
+"""Locked stacks: each pip environment resolved once, on the host, into locks/<env>.pylock.toml.
+
+uv resolves the environment's pins for the image's Python version and glibc platform (not
+the host's: pip's own `download --python-version` evaluates markers for the host and drops
+dependencies a foreign Python needs), from the environment's index, or from its wheelhouse
+as an offline mirror. The lock records every wheel with its sha256; the image installs
+exactly those, offline, hash-checked. A lock remembers the hash of its inputs (the pins,
+Python, platform, index as the matrix writes it, wheelhouse listing); when they change the
+lock is stale and is refused until `nox -s lock` runs again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import unquote
+
+from bench.result import write_text_atomic
+from envbench import sources
+from envbench.errors import UserError
+from envbench.matrix import Environment
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the host may run 3.10
+    import tomli as tomllib
+
+# The glibc of Debian bookworm, on which python:*-slim and the local Debian base are built.
+DEFAULT_GLIBC = "2_36"
+LOCK_SUFFIX = ".pylock.toml"
+
+
+@dataclass(frozen=True)
+class Wheel:
+    package: str
+    version: str
+    filename: str
+    sha256: str
+    size: int | None
+    url: str | None  # None: the file comes from the environment's wheelhouse, by name
+
+
+@dataclass(frozen=True)
+class Lock:
+    environment: str
+    path: Path
+    sha256: str           # of the lock file: the image tag and every result carry it
+    inputs_sha256: str
+    uv_version: str
+    wheels: tuple[Wheel, ...]
+
+    def requirements_text(self) -> str:
+        """pip's form of the lock: every package pinned with ==, every file by hash."""
+        lines = ["# %s, from %s (sha256 %s)" % (self.environment, self.path.name,
+                                                 self.sha256[:16])]
+        by_package: dict[tuple[str, str], list[str]] = {}
+        for wheel in self.wheels:
+            by_package.setdefault((wheel.package, wheel.version), []).append(wheel.sha256)
+        for (package, version), hashes in sorted(by_package.items()):
+            lines.append("%s==%s %s" % (package, version,
+                                        " ".join("--hash=sha256:%s" % h for h in hashes)))
+        return "\n".join(lines) + "\n"
+
+
+def platform_tag(env: Environment) -> str:
+    """The wheel platform the image runs: the host's machine, the base's glibc."""
+    if env.platform:
+        return env.platform
+    machine = platform.machine() or "x86_64"
+    return "%s-manylinux_%s" % ("aarch64" if machine in ("arm64", "aarch64") else machine,
+                                DEFAULT_GLIBC)
+
+
+def inputs(name: str, env: Environment, matrix_dir: Path) -> dict[str, Any]:
+    """What the resolution depends on. The index is taken as the matrix writes it: a mirror
+    given through ${VAR} serves the same files, so it does not make the lock stale."""
+    wheelhouse = sources.wheelhouse(name, env, matrix_dir)
+    return {
+        "requirements": sources.requirements(env),
+        "python": env.python,
+        "platform": platform_tag(env),
+        "index_url": env.index_url,
+        "wheelhouse": sorted(p.name for p in wheelhouse.glob("*.whl")) if wheelhouse else None,
+    }
+
+
+def inputs_sha256(values: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+
+
+def default_dir(matrix_path: Path) -> Path:
+    """locks/ beside the matrix, unless ENVBENCH_LOCKS names another folder."""
+    return Path(os.environ.get("ENVBENCH_LOCKS") or matrix_path.resolve().parent / "locks")
+
+
+def path_for(locks_dir: Path, name: str) -> Path:
+    return locks_dir / (name + LOCK_SUFFIX)
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise UserError("uv is not installed beside envbench (pip install 'uv==0.13.9'); the "
+                        "nox sessions install it")
+    return find_uv_bin()
+
+
+def uv_version() -> str:
+    out = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True)
+    return out.stdout.split()[1] if out.returncode == 0 and out.stdout.split()[1:] else "?"
+
+
+def resolve(requirements: list[str], python: str, platform_name: str,
+            index_url: str | None = None, find_links: Path | None = None) -> str:
+    """uv's pylock.toml for these pins, resolved for a foreign Python and platform."""
+    with tempfile.TemporaryDirectory(prefix="envbench-lock-") as tmp:
+        pins = Path(tmp) / "requirements.in"
+        pins.write_text("\n".join(requirements) + "\n")
+        out = Path(tmp) / "pylock.toml"
+        command = [uv_binary(), "pip", "compile", str(pins), "--python-version", python,
+                   "--python-platform", platform_name, "--only-binary", ":all:",
+                   "--format", "pylock.toml", "--no-header", "--quiet", "-o", str(out)]
+        if find_links is not None:
+            command += ["--no-index", "--find-links", str(find_links)]
+        elif index_url is not None:
+            command += ["--extra-index-url", index_url]
+        # Never fetch an interpreter: the target Python is the image's, not one on this host.
+        env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")
+        proc = subprocess.run(command, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            reason = " ".join((proc.stderr or proc.stdout).split())[:600]
+            raise UserError("uv could not resolve %s for Python %s on %s: %s"
+                            % (", ".join(requirements), python, platform_name, reason))
+        return out.read_text()
+
+
+def _wheels(data: dict[str, Any], where: str) -> tuple[Wheel, ...]:
+    wheels = []
+    for package in data.get("packages", []):
+        entries = package.get("wheels") or []
+        if not entries:
+            raise UserError("%s: %s %s has no wheel (only wheels are installed)"
+                            % (where, package.get("name"), package.get("version")))
+        for entry in entries:
+            sha256 = (entry.get("hashes") or {}).get("sha256")
+            url = entry.get("url")
+            filename = unquote(entry.get("name") or (url or "").rsplit("/", 1)[-1])
+            if not sha256 or not filename.endswith(".whl"):
+                raise UserError("%s: %s %s: a wheel without a sha256 or a file name"
+                                % (where, package.get("name"), package.get("version")))
+            wheels.append(Wheel(package["name"], package["version"], filename, sha256,
+                                entry.get("size"), url))
+    return tuple(wheels)
+
+
+def _localise(text: str, wheelhouse: Path | None) -> str:
+    """A wheelhouse's file:// URLs name this machine's folders: keep the file name only."""
+    if wheelhouse is None:
+        return text
+    prefix = wheelhouse.as_uri() + "/"
+    return text.replace('url = "%s' % prefix, 'name = "')
+
+
+def write(name: str, env: Environment, matrix_dir: Path, locks_dir: Path) -> Lock:
+    values = inputs(name, env, matrix_dir)
+    wheelhouse = sources.wheelhouse(name, env, matrix_dir)
+    text = resolve(values["requirements"], env.python, values["platform"],
+                   sources.index_url(name, env), wheelhouse)
+    text = _localise(text, wheelhouse)
+    header = ("# envbench lock of environment %s: written by `nox -s lock`, do not edit.\n"
+              "# Resolved with uv for Python %s on %s.\n" % (name, env.python,
+                                                              values["platform"]))
+    tool = ["", "[tool.envbench]", "environment = %s" % json.dumps(name),
+            "inputs-sha256 = %s" % json.dumps(inputs_sha256(values)),
+            "uv-version = %s" % json.dumps(uv_version()),
+            "inputs = %s" % json.dumps(json.dumps(values, sort_keys=True)), ""]
+    path = path_for(locks_dir, name)
+    write_text_atomic(str(path), header + text.rstrip("\n") + "\n" + "\n".join(tool))
+    return read(path)
+
+
+def read(path: Path) -> Lock:
+    try:
+        raw = path.read_bytes()
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UserError("%s: not a readable lock (%s); run `nox -s lock`" % (path, exc))
+    tool = (data.get("tool") or {}).get("envbench") or {}
+    if "inputs-sha256" not in tool:
+        raise UserError("%s: not an envbench lock (no [tool.envbench]); run `nox -s lock`"
+                        % path)
+    return Lock(environment=tool.get("environment", path.name), path=path,
+                sha256=hashlib.sha256(raw).hexdigest(), inputs_sha256=tool["inputs-sha256"],
+                uv_version=tool.get("uv-version", "?"), wheels=_wheels(data, str(path)))
+
+
+def status(name: str, env: Environment, matrix_dir: Path,
+           locks_dir: Path) -> tuple[str, Lock | None]:
+    """("current" | "stale" | "missing", the lock when there is one)."""
+    path = path_for(locks_dir, name)
+    if not path.exists():
+        return "missing", None
+    current = read(path)
+    wanted = inputs_sha256(inputs(name, env, matrix_dir))
+    return ("current" if current.inputs_sha256 == wanted else "stale"), current
+
+
+def ensure(name: str, env: Environment, matrix_dir: Path, locks_dir: Path, frozen: bool,
+           out: TextIO) -> Lock:
+    """The environment's current lock: created when missing (and said), refused when stale."""
+    state, current = status(name, env, matrix_dir, locks_dir)
+    where = path_for(locks_dir, name)
+    if state == "current" and current is not None:
+        return current
+    if state == "stale":
+        raise UserError("%s is stale: the matrix changed %s's pins, Python, platform, index or "
+                        "wheelhouse since it was written; run `nox -s lock`" % (where, name))
+    if frozen:
+        raise UserError("%s is missing and --frozen forbids creating it; run `nox -s lock`"
+                        % where)
+    print("%s: no lock yet, resolving it into %s" % (name, where), file=out, flush=True)
+    started = time.perf_counter()
+    made = write(name, env, matrix_dir, locks_dir)
+    print("%s: locked %d wheels in %.1f s" % (name, len(made.wheels),
+                                               time.perf_counter() - started), file=out)
+    return made

@@ -1,0 +1,65 @@
+"""Where an environment's packages come from, as this machine sees the matrix: ${VAR}s
+expanded and checked, the wheelhouse folder, the index, the pinned requirements."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from envbench import dockerinput
+from envbench.errors import UserError
+from envbench.matrix import Environment
+
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand(value: str, where: str) -> str:
+    """${VAR} and ${VAR:-default} in matrix strings come from the environment, as in a shell;
+    an unset variable without a default is a clear error."""
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if os.environ.get(name):
+            return os.environ[name].rstrip("/")
+        if default is not None:
+            return default.rstrip("/")
+        raise UserError("%s: ${%s} is not set (see README, 'Offline and custom indexes')"
+                        % (where, name))
+    return VARIABLE.sub(sub, value)
+
+
+def checked(value: str, check: Any, where: str) -> str:
+    """A value after ${VAR} expansion, checked as strictly as one written in the matrix."""
+    problem = check(value)
+    if problem is not None:
+        raise UserError("%s: %s" % (where, problem))
+    return value
+
+
+def wheelhouse(name: str, env: Environment, matrix_dir: Path) -> Path | None:
+    """The environment's wheelhouse folder (an offline mirror to lock against), or None."""
+    if not env.wheelhouse:
+        return None
+    where = "environments.%s.wheelhouse" % name
+    folder = (matrix_dir / expand(env.wheelhouse, where)).resolve()
+    if not folder.is_dir() or not any(folder.glob("*.whl")):
+        raise UserError("%s: %s holds no wheels (fill it with `pip download torch==%s -d DIR`)"
+                        % (where, folder, env.torch))
+    return folder
+
+
+def index_url(name: str, env: Environment) -> str | None:
+    if not env.index_url:
+        return None
+    where = "environments.%s.index_url" % name
+    return checked(expand(env.index_url, where), dockerinput.index_url, where)
+
+
+def requirements(env: Environment) -> list[str]:
+    """What a pip environment pins: torch, and torchvision where it names one."""
+    if env.source != "pip":
+        return []
+    pins = ["torch==%s" % env.torch]
+    if env.torchvision:
+        pins.append("torchvision==%s" % env.torchvision)
+    return pins

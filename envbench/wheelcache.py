@@ -1,0 +1,117 @@
+"""One host cache of wheels, addressed by sha256: filled once, verified on arrival, shared.
+
+A wheel lives at CACHE/wheels/<sha256>/<file name>; every image that locks it reads that one
+file into its build context, so two environments never hold two copies. Filling is safe
+when runs overlap: a wheel is written under a temporary name and renamed once its hash is
+right. A wheel from a wheelhouse is hard-linked where the file system allows, else copied.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import TextIO
+
+from envbench.errors import UserError
+from envbench.lock import Lock, Wheel
+
+BLOCK = 1 << 20
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ENVBENCH_CACHE") or Path.home() / ".cache" / "envbench")
+
+
+def path_for(wheel: Wheel, root: Path | None = None) -> Path:
+    return (root or cache_root()) / "wheels" / wheel.sha256 / wheel.filename
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _progress(name: str, done: int, total: int | None, out: TextIO, final: bool) -> None:
+    if total:
+        text = "  %-60s %6.1f / %.1f MB" % (name[:60], done / 1e6, total / 1e6)
+    else:
+        text = "  %-60s %6.1f MB" % (name[:60], done / 1e6)
+    if out.isatty():
+        out.write("\r" + text + ("\n" if final else ""))
+    elif final:
+        out.write(text + "\n")
+    out.flush()
+
+
+def _download(url: str, dest: Path, wheel: Wheel, out: TextIO) -> None:
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response, dest.open("wb") as f:  # noqa: S310
+            total = int(response.headers.get("Content-Length") or 0) or wheel.size
+            done = 0
+            for block in iter(lambda: response.read(BLOCK), b""):
+                f.write(block)
+                done += len(block)
+                if done % (64 * BLOCK) < BLOCK:
+                    _progress(wheel.filename, done, total, out, False)
+            _progress(wheel.filename, done, total, out, True)
+    except OSError as exc:
+        raise UserError("downloading %s failed (%s)" % (url, exc))
+
+
+def _arrive(wheel: Wheel, source: Path | None, root: Path, out: TextIO) -> Path:
+    final = path_for(wheel, root)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=".part-", dir=final.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        if source is not None:
+            tmp.unlink()
+            try:
+                os.link(source, tmp)
+            except OSError:
+                shutil.copyfile(source, tmp)
+        elif wheel.url:
+            _download(wheel.url, tmp, wheel, out)
+        got = sha256_of(tmp)
+        if got != wheel.sha256:
+            raise UserError("%s: sha256 %s, but the lock says %s: the file is corrupt or not "
+                            "the one locked; nothing was kept" % (wheel.filename, got,
+                                                                   wheel.sha256))
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return final
+
+
+def ensure(lock: Lock, wheelhouse: Path | None, out: TextIO = sys.stdout,
+           root: Path | None = None) -> list[Path]:
+    """Every wheel of the lock in the cache, fetched where missing; their cache paths."""
+    root = root or cache_root()
+    paths = []
+    missing = [w for w in lock.wheels if not path_for(w, root).is_file()]
+    if missing:
+        total = sum(w.size or 0 for w in missing)
+        print("%s: fetching %d wheel(s)%s into %s" % (
+            lock.environment, len(missing), " (%.1f MB)" % (total / 1e6) if total else "",
+            root / "wheels"), file=out, flush=True)
+    for wheel in lock.wheels:
+        path = path_for(wheel, root)
+        if not path.is_file():
+            source = None
+            if wheel.url is None:
+                source = (wheelhouse / wheel.filename) if wheelhouse else None
+                if source is None or not source.is_file():
+                    raise UserError("%s: %s is locked from a wheelhouse but not in %s"
+                                    % (lock.environment, wheel.filename, wheelhouse))
+            path = _arrive(wheel, source, root, out)
+        paths.append(path)
+    return paths

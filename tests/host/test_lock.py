@@ -1,0 +1,157 @@
+"""Locks: resolved with uv for the image's Python, stale when their inputs change, and one
+content-addressed host cache of wheels, verified on arrival and shared between stacks."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from envbench import lock, wheelcache
+from envbench.errors import UserError
+from envbench.matrix import Environment
+
+
+def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
+    """A small but real wheel: uv and pip read its METADATA like any other."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = "%s-%s.dist-info" % (name, version)
+    files = {
+        "%s/__init__.py" % name: b"",
+        "%s/METADATA" % dist: ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n%s"
+                               % (name, version, "".join("Requires-Dist: %s\n" % r
+                                                         for r in requires))).encode(),
+        "%s/WHEEL" % dist: b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                           b"Tag: py3-none-any\n",
+    }
+    record = "".join("%s,sha256=%s,%d\n" % (
+        path, base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode(),
+        len(data)) for path, data in files.items()) + "%s/RECORD,,\n" % dist
+    files["%s/RECORD" % dist] = record.encode()
+    path = folder / ("%s-%s-py3-none-any.whl" % (name, version))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+@pytest.fixture
+def wheelhouse(tmp_path) -> Path:
+    folder = tmp_path / "wheelhouse"
+    make_wheel(folder, "torch", "2.13.0", requires=("filelock",
+                                                    "tomli; python_version < '3.11'"))
+    make_wheel(folder, "filelock", "4.3.1")
+    make_wheel(folder, "tomli", "2.0.1")
+    make_wheel(folder, "torchvision", "0.28.0", requires=("torch==2.13.0",))
+    return folder
+
+
+def env(wheelhouse: Path, **changes) -> Environment:
+    return Environment(**dict({"python": "3.11", "torch": "2.13.0",
+                               "wheelhouse": str(wheelhouse)}, **changes))
+
+
+def test_a_lock_pins_every_wheel_by_hash_and_names_no_local_path(tmp_path, wheelhouse):
+    made = lock.write("e", env(wheelhouse), tmp_path, tmp_path / "locks")
+    assert made.path == tmp_path / "locks" / "e.pylock.toml"
+    assert {w.package for w in made.wheels} == {"torch", "filelock"}  # no tomli on 3.11
+    for wheel in made.wheels:
+        assert wheel.sha256 == wheelcache.sha256_of(wheelhouse / wheel.filename)
+        assert wheel.url is None  # found by name in the wheelhouse
+    text = made.path.read_text()
+    assert str(tmp_path) not in text and "file://" not in text
+    assert 'uv-version = "0.13.9"' in text
+    requirements = made.requirements_text()
+    assert "filelock==4.3.1 --hash=sha256:" in requirements
+    assert "torch==2.13.0 --hash=sha256:" in requirements
+    assert lock.read(made.path).sha256 == made.sha256
+
+
+def test_a_foreign_python_gets_its_marker_only_dependencies(tmp_path, wheelhouse):
+    """Resolved for Python 3.8 on this 3.11 host: tomli (python_version < '3.11') is in."""
+    made = lock.write("old", env(wheelhouse, python="3.8"), tmp_path, tmp_path / "locks")
+    assert {w.package for w in made.wheels} == {"torch", "filelock", "tomli"}
+
+
+def test_a_foreign_python_from_the_package_index():
+    """The same from PyPI itself, with small pure-Python packages: pytest 8.3.3 needs
+    exceptiongroup and tomli below Python 3.11 only."""
+    old = lock.resolve(["pytest==8.3.3"], "3.8", "x86_64-manylinux_2_28")
+    new = lock.resolve(["pytest==8.3.3"], "3.12", "x86_64-manylinux_2_28")
+    assert 'name = "exceptiongroup"' in old and 'name = "tomli"' in old
+    assert 'name = "exceptiongroup"' not in new and 'name = "tomli"' not in new
+    assert old.count("sha256 = ") == old.count("[[packages]]")
+
+
+@pytest.mark.parametrize("change", [
+    {"python": "3.12"}, {"torchvision": "0.28.0"}, {"platform": "x86_64-manylinux_2_28"},
+    {"wheelhouse": "added"},
+])
+def test_a_changed_input_makes_the_lock_stale_and_it_is_refused(tmp_path, wheelhouse, change):
+    locks = tmp_path / "locks"
+    lock.write("e", env(wheelhouse), tmp_path, locks)
+    assert lock.status("e", env(wheelhouse), tmp_path, locks)[0] == "current"
+    if change == {"wheelhouse": "added"}:
+        make_wheel(wheelhouse, "filelock", "4.4.0")
+        changed = env(wheelhouse)
+    else:
+        changed = env(wheelhouse, **change)
+    assert lock.status("e", changed, tmp_path, locks)[0] == "stale"
+    with pytest.raises(UserError, match=r"e.pylock.toml is stale: .* run `nox -s lock`"):
+        lock.ensure("e", changed, tmp_path, locks, frozen=False, out=io.StringIO())
+
+
+def test_a_missing_lock_is_created_and_said_unless_frozen(tmp_path, wheelhouse):
+    out = io.StringIO()
+    with pytest.raises(UserError, match="missing and --frozen forbids creating it"):
+        lock.ensure("e", env(wheelhouse), tmp_path, tmp_path / "locks", frozen=True, out=out)
+    made = lock.ensure("e", env(wheelhouse), tmp_path, tmp_path / "locks", frozen=False,
+                       out=out)
+    assert "e: no lock yet, resolving it into" in out.getvalue()
+    assert "locked 2 wheels" in out.getvalue() and made.path.exists()
+    again = io.StringIO()
+    assert lock.ensure("e", env(wheelhouse), tmp_path, tmp_path / "locks", frozen=True,
+                       out=again).sha256 == made.sha256
+    assert again.getvalue() == ""
+
+
+def test_two_environments_share_one_cached_wheel(tmp_path, wheelhouse):
+    locks, cache = tmp_path / "locks", tmp_path / "cache"
+    first = lock.write("a", env(wheelhouse), tmp_path, locks)
+    second = lock.write("b", env(wheelhouse, torchvision="0.28.0"), tmp_path, locks)
+    paths_a = wheelcache.ensure(first, wheelhouse, io.StringIO(), cache)
+    paths_b = wheelcache.ensure(second, wheelhouse, io.StringIO(), cache)
+    torch_a = next(p for p in paths_a if p.name.startswith("torch-"))
+    torch_b = next(p for p in paths_b if p.name.startswith("torch-"))
+    assert torch_a == torch_b and torch_a.stat().st_ino == torch_b.stat().st_ino
+    assert len(list((cache / "wheels").iterdir())) == 3  # torch, filelock, torchvision
+    # Hard-linked from the wheelhouse where the file system allows: no second copy at all.
+    assert torch_a.stat().st_ino == (wheelhouse / torch_a.name).stat().st_ino
+
+
+def test_a_wheel_whose_hash_differs_from_the_lock_is_refused_and_not_kept(tmp_path,
+                                                                         wheelhouse):
+    made = lock.write("e", env(wheelhouse), tmp_path, tmp_path / "locks")
+    victim = wheelhouse / next(w.filename for w in made.wheels if w.package == "filelock")
+    victim.unlink()
+    make_wheel(wheelhouse, "filelock", "4.3.1", requires=("six",))  # same name, other bytes
+    with pytest.raises(UserError, match="sha256 [0-9a-f]{64}, but the lock says"):
+        wheelcache.ensure(made, wheelhouse, io.StringIO(), tmp_path / "cache")
+    kept = [p for p in (tmp_path / "cache" / "wheels").rglob("*") if p.is_file()
+            and p.name.startswith("filelock")]
+    assert kept == []
+
+
+def test_an_unreadable_lock_says_what_to_run(tmp_path):
+    bad = tmp_path / "x.pylock.toml"
+    bad.write_text("lock-version = [")
+    with pytest.raises(UserError, match="not a readable lock .* run `nox -s lock`"):
+        lock.read(bad)
+    bad.write_text('lock-version = "1.0"\n')
+    with pytest.raises(UserError, match="not an envbench lock"):
+        lock.read(bad)
