@@ -15,6 +15,7 @@ from typing import Any, TextIO
 import docker
 
 from envbench import dataset, engine, images, resources, run
+from envbench import lock as lockmod
 from envbench.errors import UserError
 
 
@@ -33,10 +34,24 @@ def check(opts: run.Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     problems: list[str] = []
     warnings: list[str] = []
     plans: dict[str, Any] = {}
-    matrix_dir = opts.matrix_path.resolve().parent
+    matrix_dir = opts.matrix_dir
     for name in dict.fromkeys(c.environment for c in cells):
+        env = m.environments[name]
         try:
-            plans[name] = images.plan(name, m.environments[name], matrix_dir)
+            current = None
+            if env.source == "pip":
+                state, current = lockmod.status(name, env, matrix_dir, opts.locks_dir)
+                where = lockmod.path_for(opts.locks_dir, name)
+                if state == "stale":
+                    problems.append("environments.%s: %s is stale (its inputs changed); run "
+                                    "`nox -s lock`" % (name, where))
+                elif state == "missing" and opts.frozen:
+                    problems.append("environments.%s: %s is missing and --frozen forbids "
+                                    "creating it; run `nox -s lock`" % (name, where))
+                elif state == "missing":
+                    warnings.append("environments.%s: no lock yet: `bench` will resolve %s "
+                                    "(or run `nox -s lock` and commit it)" % (name, where))
+            plans[name] = images.plan(name, env, matrix_dir, current)
         except UserError as exc:
             problems.append(str(exc))
     if not (opts.synthetic or m.benchmark.data == "synthetic"):

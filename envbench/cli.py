@@ -31,6 +31,14 @@ def _offline(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--offline", action="store_true", help=what)
 
 
+def _locks(p: argparse.ArgumentParser, frozen: bool = True) -> None:
+    p.add_argument("--locks", type=Path, default=None, metavar="DIR",
+                   help="lock files (default: locks/ beside the matrix, or $ENVBENCH_LOCKS)")
+    if frozen:
+        p.add_argument("--frozen", action="store_true",
+                       help="refuse to create a missing lock (CI: every lock is committed)")
+
+
 def _data(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--synthetic", action="store_true", help=what)
     p.add_argument("--data", type=Path, default=None, metavar="DIR",
@@ -41,21 +49,28 @@ def parser() -> argparse.ArgumentParser:
     """Each command takes only the options it uses: one it would ignore is refused."""
     p = argparse.ArgumentParser(prog="envbench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    lock = sub.add_parser("lock", help="resolve each selected pip environment into "
+                                       "locks/<env>.pylock.toml")
+    _selection(lock)
+    _locks(lock, frozen=False)
     build = sub.add_parser("build", help="build the images the selected cells need")
     _selection(build)
     _reports(build)
     _offline(build, "never pull a base image")
+    _locks(build)
     bench = sub.add_parser("bench", help="build, then run every selected cell")
     _selection(bench)
     _quick(bench)
     _reports(bench)
     _offline(bench, "never pull a base image")
+    _locks(bench)
     _data(bench, "in-memory data, no download")
     check = sub.add_parser("check", help="validate a matrix, list its cells, and run every "
                                          "check that needs no build")
     _selection(check)
     _quick(check)
     _offline(check, "base images must already be in the engine")
+    _locks(check)
     _data(check, "the cells will run on synthetic data (no data set needed)")
     data = sub.add_parser("data", help="download CIFAR-10 once into the cache (md5-checked)")
     data.add_argument("--dir", type=Path, default=None, help="cache folder")
@@ -74,6 +89,7 @@ def parser() -> argparse.ArgumentParser:
     _quick(report)
     _reports(report)
     _data(report, "report the cells run with --synthetic")
+    _locks(report, frozen=False)
     report.add_argument("--baseline", default=None, metavar="TARGET",
                         help="target that speedups are measured against (default: a cpu one)")
     report.add_argument("--target-accuracy", type=float, default=None, metavar="ACC",
@@ -90,7 +106,8 @@ def _options(args: argparse.Namespace):
                    quick=getattr(args, "quick", False), synthetic=getattr(args, "synthetic", False),
                    data_dir=getattr(args, "data", None),
                    reports_dir=getattr(args, "reports", Path("reports")),
-                   allow_pull=not getattr(args, "offline", False))
+                   allow_pull=not getattr(args, "offline", False),
+                   locks=getattr(args, "locks", None), frozen=getattr(args, "frozen", False))
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -102,6 +119,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from envbench import run
 
         return run.bench(_options(args))
+    if args.command == "lock":
+        from envbench import run
+
+        return run.lock(_options(args))
     if args.command == "check":
         from envbench import checks
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 import shlex
 import sys
@@ -17,9 +16,10 @@ import docker
 import jinja2
 
 from bench.fingerprint import source_names
-from envbench import dockerinput
+from envbench import dockerinput, sources, wheelcache
 from envbench.engine import ENGINE_ERRORS, explain, image_or_none
 from envbench.errors import UserError
+from envbench.lock import Lock
 from envbench.matrix import Environment
 from envbench.users import own
 
@@ -38,9 +38,10 @@ class Plan:
     env: Environment
     dockerfile: str
     base: str
-    wheelhouse: Path | None
     # bench/'s sources as read once: the tag and the build context come from the same bytes.
     bench_files: tuple[tuple[str, bytes], ...]
+    lock: Lock | None = None          # a pip stack's wheels, by hash; None: Debian's packages
+    wheelhouse: Path | None = None    # where wheels locked from a wheelhouse are found
 
     @property
     def tag(self) -> str:
@@ -48,10 +49,15 @@ class Plan:
         digest.update(self.dockerfile.encode())
         for name, content in self.bench_files:
             digest.update(name.encode() + b"\0" + content)
-        for name, size in _wheel_listing(self.wheelhouse):
-            digest.update(("%s %d\n" % (name, size)).encode())
+        if self.lock is not None:
+            digest.update(("lock %s\n" % self.lock.sha256).encode())
         # The matrix checked that the lower-cased name is a valid, unique repository component.
         return "%s/%s:%s" % (REPOSITORY, self.name.lower(), digest.hexdigest()[:16])
+
+    @property
+    def offline(self) -> bool:
+        """Built with no network: everything but apt packages arrives in the context."""
+        return not self.env.apt and self.env.source == "pip"
 
     @property
     def labels(self) -> dict[str, str]:
@@ -66,42 +72,18 @@ class Plan:
             "envbench.torchvision": env.torchvision or "",
             "envbench.cuda": env.cuda or "",
             "envbench.source": env.source,
+            "envbench.lock.sha256": self.lock.sha256 if self.lock else "",
         }
-
-
-def _wheel_listing(folder: Path | None) -> list[tuple[str, int]]:
-    if folder is None:
-        return []
-    return sorted((p.name, p.stat().st_size) for p in folder.iterdir() if p.is_file())
 
 
 def default_base(env: Environment) -> str:
     return "debian:bookworm-slim" if env.source == "debian" else "python:%s-slim" % env.python
 
 
-def _expand(value: str, where: str) -> str:
-    """${VAR} and ${VAR:-default} in matrix strings come from the environment, as in a shell;
-    an unset variable without a default is a clear error."""
-    def sub(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if os.environ.get(name):
-            return os.environ[name].rstrip("/")
-        if default is not None:
-            return default.rstrip("/")
-        raise UserError("%s: ${%s} is not set (see README, 'Offline and custom indexes')"
-                        % (where, name))
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}", sub, value)
-
-
-def _checked(value: str, check: Any, where: str) -> str:
-    """A value after ${VAR} expansion, checked as strictly as one written in the matrix."""
-    problem = check(value)
-    if problem is not None:
-        raise UserError("%s: %s" % (where, problem))
-    return value
-
-
-def plan(name: str, env: Environment, matrix_dir: Path) -> Plan:
+def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None) -> Plan:
+    """The image of an environment: its Dockerfile rendered, its tag computed. A pip stack's
+    image needs its lock (see envbench.lock); without one the plan is a draft whose tag
+    is not the one a build would have."""
     where = "environments.%s" % name
     if env.dockerfile:
         template_path = (matrix_dir / env.dockerfile).resolve()
@@ -109,22 +91,14 @@ def plan(name: str, env: Environment, matrix_dir: Path) -> Plan:
             raise UserError("%s.dockerfile: %s does not exist" % (where, template_path))
     else:
         template_path = IMAGES_DIR / ("%s.Dockerfile.j2" % env.kind)
-    wheelhouse = None
-    if env.wheelhouse:
-        wheelhouse = (matrix_dir / _expand(env.wheelhouse, where + ".wheelhouse")).resolve()
-        if not wheelhouse.is_dir() or not any(wheelhouse.glob("*.whl")):
-            raise UserError("%s.wheelhouse: %s holds no wheels (fill it with `pip download "
-                            "torch==%s -d DIR`)" % (where, wheelhouse, env.torch))
-    base = _checked(_expand(env.base, where + ".base"), dockerinput.image_reference,
-                    where + ".base") if env.base else default_base(env)
-    index_url = _checked(_expand(env.index_url, where + ".index_url"), dockerinput.index_url,
-                         where + ".index_url") if env.index_url else None
+    wheelhouse = sources.wheelhouse(name, env, matrix_dir)
+    base = sources.checked(sources.expand(env.base, where + ".base"),
+                           dockerinput.image_reference, where + ".base") \
+        if env.base else default_base(env)
+    sources.index_url(name, env)  # checked here too: `check` must refuse what a lock would
     apt = list(env.apt)
     if env.source == "debian":
         apt = ["python3", "python3-torch", "python3-torchvision"] + apt
-    requirements = ["torch==%s" % env.torch] if env.torch and env.source == "pip" else []
-    if env.torchvision and env.source == "pip":
-        requirements.append("torchvision==%s" % env.torchvision)
     loader = jinja2.FileSystemLoader([str(template_path.parent), str(IMAGES_DIR)])
     jinja = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
                                keep_trailing_newline=True, autoescape=False)  # noqa: S701 - not HTML
@@ -133,32 +107,35 @@ def plan(name: str, env: Environment, matrix_dir: Path) -> Plan:
     try:
         text = jinja.get_template(template_path.name).render(
             name=name, template=template_path.name, base=base, source=env.source, apt=apt,
-            python=env.python, torch=env.torch, cuda=env.cuda, index_url=index_url,
-            wheelhouse=wheelhouse is not None, requirements=requirements)
+            python=env.python, torch=env.torch, cuda=env.cuda)
     except jinja2.TemplateError as exc:
         raise UserError("%s.dockerfile: %s cannot be rendered (%s)"
                         % (where, template_path, exc))
     bench_files = tuple((name, (BENCH_DIR / name).read_bytes())
                         for name in source_names(str(BENCH_DIR)))
-    return Plan(name, env, text, base, wheelhouse, bench_files)
+    return Plan(name, env, text, base, bench_files, lock, wheelhouse)
 
 
-def _context(p: Plan) -> tempfile.SpooledTemporaryFile[bytes]:
-    """The build context as a tar: the Dockerfile, bench/'s sources and the wheelhouse."""
+def _context(p: Plan, wheels: list[Path]) -> tempfile.SpooledTemporaryFile[bytes]:
+    """The build context as a tar: the Dockerfile, bench/'s sources, and for a pip stack the
+    locked wheels (read from the host cache) with requirements.lock."""
     spool = tempfile.SpooledTemporaryFile(max_size=64 * 2**20)
     with tarfile.open(fileobj=spool, mode="w") as tar:
-        dockerfile = p.dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(dockerfile)
-        tar.addfile(info, io.BytesIO(dockerfile))
+        def add_text(name: str, text: str) -> None:
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+
+        add_text("Dockerfile", p.dockerfile)
         for name, content in p.bench_files:
             info = tarfile.TarInfo("bench/%s" % name)
             info.size, info.mode = len(content), 0o644
             tar.addfile(info, io.BytesIO(content))
-        if p.wheelhouse is not None:
-            for path in sorted(p.wheelhouse.iterdir()):
-                if path.is_file():
-                    tar.add(str(path), arcname="wheelhouse/%s" % path.name)
+        if p.lock is not None:
+            add_text("requirements.lock", p.lock.requirements_text())
+            for path in wheels:
+                tar.add(str(path), arcname="wheels/%s" % path.name)
     spool.seek(0)
     return spool
 
@@ -187,19 +164,22 @@ def base_digest(image: Any) -> str:
 
 
 def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool = True,
-          out: TextIO = sys.stdout) -> Any:
+          out: TextIO = sys.stdout, nocache: bool = False) -> Any:
     """Build the image for a plan unless its tag exists; stream the log; return the image."""
     existing = image_or_none(client, p.tag)
     if existing is not None:
         print("%s: %s exists, not rebuilt" % (p.name, p.tag), file=out, flush=True)
         return existing
     ensure_base(client, p.base, allow_pull, out)
+    wheels = wheelcache.ensure(p.lock, p.wheelhouse, out) if p.lock is not None else []
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / ("build-%s.log" % p.name)
-    print("%s: building %s (log: %s)" % (p.name, p.tag, log_path), file=out, flush=True)
+    print("%s: building %s with the network %s (log: %s)"
+          % (p.name, p.tag, "off" if p.offline else "on, for apt", log_path),
+          file=out, flush=True)
     lines: list[str] = []
     try:
-        _stream_build(client, p, log_path, lines, out)
+        _stream_build(client, p, wheels, log_path, lines, out, nocache)
     except ENGINE_ERRORS as exc:
         tail = "\n    ".join(lines[-15:])
         raise UserError("building %s failed: %s%s" % (p.name, explain(exc),
@@ -211,14 +191,16 @@ def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool 
     return image
 
 
-def _stream_build(client: docker.DockerClient, p: Plan, log_path: Path, lines: list[str],
-                  out: TextIO) -> None:
+def _stream_build(client: docker.DockerClient, p: Plan, wheels: list[Path], log_path: Path,
+                  lines: list[str], out: TextIO, nocache: bool) -> None:
     if log_path.is_symlink():
         log_path.unlink()  # never write through a link planted in the log folder
-    with log_path.open("w") as log, _context(p) as context:
+    with log_path.open("w") as log, _context(p, wheels) as context:
         log.write(p.dockerfile + "\n---\n")
+        options = {"network_mode": "none"} if p.offline else {}
         stream = client.api.build(fileobj=context, custom_context=True, tag=p.tag, rm=True,
-                                  forcerm=True, pull=False, decode=True, labels=p.labels)
+                                  forcerm=True, pull=False, decode=True, labels=p.labels,
+                                  nocache=nocache, **options)
         for chunk in stream:
             text = chunk.get("stream") or chunk.get("status") or ""
             if "error" in chunk:

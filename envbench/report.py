@@ -148,6 +148,7 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
     ("cost_per_epoch", _cost_per_epoch),
     *[(key, _field("env", key)) for key in ("torch", "cuda", "device_name")],
     ("image_id", lambda r: (r["env"].get("image") or {}).get("id")),
+    ("lock_sha256", lambda r: (r["env"].get("image") or {}).get("lock_sha256")),
     ("bench_sha256", _field("env", "bench_sha256")),
 ]
 
@@ -244,8 +245,11 @@ def main(args: argparse.Namespace) -> int:
         folder = args.reports / "results"
         loaded, skipped = reportdata.load([folder])
         synthetic = args.synthetic or m.benchmark.data == "synthetic"
+        from envbench import lock as lockmod
+
         loaded, left_out = selection.current(loaded, m, chosen, synthetic, args.data,
-                                             args.matrix.resolve().parent, args.quick)
+                                             args.matrix.resolve().parent, args.quick,
+                                             args.locks or lockmod.default_dir(args.matrix))
         skipped = sorted(skipped + left_out)
         where = "%s for the cells of %s" % (folder, args.matrix)
     written = render_loaded(loaded, skipped, out, args.baseline, args.target_accuracy, where)

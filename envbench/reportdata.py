@@ -433,7 +433,7 @@ def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
         record = (g.ok or g.records)[0]
         seen.setdefault((g.environment, g.target), record)
     columns = sorted(seen)
-    rows = list(FINGERPRINT_KEYS) + list(RESOURCE_ROWS) + ["image", "base digest",
+    rows = list(FINGERPRINT_KEYS) + list(RESOURCE_ROWS) + ["image", "base digest", "lock",
                                                            "bench_sha256"]
     for row in rows:
         cells = []
@@ -444,11 +444,21 @@ def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
                 cells.append(image.get("id"))
             elif row == "base digest":
                 cells.append(image.get("base_digest"))
+            elif row == "lock":
+                cells.append(image.get("lock_sha256"))
             elif row in RESOURCE_ROWS:
                 cells.append((seen[column]["cell"].get("resources") or {}).get(RESOURCE_ROWS[row]))
             else:
                 cells.append(env.get(row))
         values[row] = cells
+    # The image's installed packages (bench records them): the ones whose versions differ.
+    packages = sorted({name for column in columns
+                       for name in (seen[column]["env"].get("packages") or {})}, key=str.lower)
+    for name in packages:
+        versions = [(seen[column]["env"].get("packages") or {}).get(name) for column in columns]
+        if len(set(versions)) > 1:
+            rows.append("package %s" % name)
+            values["package %s" % name] = versions
     differ = {row for row, cells in values.items() if len({json.dumps(c) for c in cells}) > 1}
     return columns, rows, values, differ
 

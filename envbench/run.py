@@ -13,6 +13,7 @@ import docker
 
 from envbench import cells as cellmod
 from envbench import dataset, engine, gpu, images, matrix, resources, results, runner, users
+from envbench import lock as lockmod
 from envbench.errors import UserError
 
 
@@ -27,6 +28,16 @@ class Options:
     data_dir: Path | None = None
     reports_dir: Path = Path("reports")
     allow_pull: bool = True
+    locks: Path | None = None   # default: locks/ beside the matrix
+    frozen: bool = False        # refuse to create a missing lock
+
+    @property
+    def matrix_dir(self) -> Path:
+        return self.matrix_path.resolve().parent
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.locks or lockmod.default_dir(self.matrix_path)
 
     @property
     def results_dir(self) -> Path:
@@ -57,7 +68,7 @@ def build_images(client: docker.DockerClient, m: matrix.Matrix, env_names: list[
     for name in env_names:
         p = None
         try:
-            p = images.plan(name, m.environments[name], opts.matrix_path.resolve().parent)
+            p = planned(name, m.environments[name], opts, out)
             image = images.build(client, p, opts.log_dir, opts.allow_pull, out)
             base = engine.image_or_none(client, p.base)
             built[name] = (p, image, images.base_digest(base) if base is not None else None)
@@ -65,6 +76,45 @@ def build_images(client: docker.DockerClient, m: matrix.Matrix, env_names: list[
             print("%s: %s" % (name, exc), file=out, flush=True)
             failed[name] = (str(exc), p.tag if p is not None else None)
     return built, failed
+
+
+def planned(name: str, env: matrix.Environment, opts: Options, out: TextIO) -> images.Plan:
+    """The image plan of an environment, with its lock (created when missing, refused when
+    stale) for a pip stack."""
+    lock = None
+    if env.source == "pip":
+        lock = lockmod.ensure(name, env, opts.matrix_dir, opts.locks_dir, opts.frozen, out)
+    return images.plan(name, env, opts.matrix_dir, lock)
+
+
+def lock(opts: Options, out: TextIO = sys.stdout) -> int:
+    """Resolve every selected pip environment again and write its lock."""
+    m, cells = plan_cells(opts)
+    failed = 0
+    for name in dict.fromkeys(c.environment for c in cells):
+        env = m.environments[name]
+        if env.source != "pip":
+            print("%s: Debian's packages, nothing to lock" % name, file=out)
+            continue
+        try:
+            before = lockmod.status(name, env, opts.matrix_dir, opts.locks_dir)[1]
+        except UserError:
+            before = None  # an unreadable lock is simply written again
+        started = time.perf_counter()
+        try:
+            made = lockmod.write(name, env, opts.matrix_dir, opts.locks_dir)
+        except UserError as exc:
+            print("%s: %s" % (name, exc), file=out, flush=True)
+            failed += 1
+            continue
+        change = "unchanged" if before is not None and before.sha256 == made.sha256 else \
+            "written"
+        size = sum(w.size or 0 for w in made.wheels)
+        print("%s: %s, %d wheels%s, %.1f s (uv %s) -> %s"
+              % (name, change, len(made.wheels), ", %.1f MB" % (size / 1e6) if size else "",
+                 time.perf_counter() - started, made.uv_version, made.path), file=out,
+              flush=True)
+    return 1 if failed else 0
 
 
 def build(opts: Options, out: TextIO = sys.stdout) -> int:
@@ -131,7 +181,8 @@ class _Session:
             return record, "failed: image build failed"
         plan, image, base_digest = self.built[cell.environment]
         image_info = {"tag": plan.tag, "id": image.id, "base": plan.base,
-                      "base_digest": base_digest}
+                      "base_digest": base_digest,
+                      "lock_sha256": plan.lock.sha256 if plan.lock else None}
         p = cellmod.prepare(cell, target, self.host, self.data, image.id)
         path = self.opts.results_dir / ("%s.json" % p.file_stem)
         stored = results.read(path)

@@ -13,6 +13,7 @@ from typing import Any
 
 from envbench import cells as cellmod
 from envbench import dataset, identity, images
+from envbench import lock as lockmod
 from envbench.errors import UserError
 from envbench.matrix import Matrix
 from envbench.reportdata import Loaded, variant_text
@@ -24,13 +25,21 @@ def _slot(environment: Any, target: Any, variant: dict[str, Any], quick: bool,
     return (environment, target, variant_text(variant), bool(quick), repeat)
 
 
-def _planned_tags(m: Matrix, names: set[str], matrix_dir: Path) -> dict[str, str | None]:
+def _planned_tags(m: Matrix, names: set[str], matrix_dir: Path,
+                  locks_dir: Path) -> dict[str, str | None]:
     """The image tag each environment builds today (None where it cannot be planned here,
-    e.g. an unset ${VAR}: then any image of that environment is accepted)."""
+    e.g. an unset ${VAR} or no current lock: then any image of it is accepted)."""
     tags: dict[str, str | None] = {}
     for name in names:
+        env = m.environments[name]
         try:
-            tags[name] = images.plan(name, m.environments[name], matrix_dir).tag
+            current = None
+            if env.source == "pip":
+                state, current = lockmod.status(name, env, matrix_dir, locks_dir)
+                if state != "current":
+                    tags[name] = None
+                    continue
+            tags[name] = images.plan(name, env, matrix_dir, current).tag
         except UserError:
             tags[name] = None
     return tags
@@ -46,13 +55,13 @@ def expected_data(synthetic: bool, data_dir: Path | None) -> dict[str, Any] | No
 
 
 def current(loaded: list[Loaded], m: Matrix, cells: list[cellmod.Cell], synthetic: bool,
-            data_dir: Path | None, matrix_dir: Path,
-            quick: bool) -> tuple[list[Loaded], list[tuple[str, str]]]:
+            data_dir: Path | None, matrix_dir: Path, quick: bool,
+            locks_dir: Path) -> tuple[list[Loaded], list[tuple[str, str]]]:
     """(results of the current matrix's cells, [(file, why it was left out)])."""
     by_slot = {_slot(c.environment, c.target, c.variant, c.quick, c.repeat): c for c in cells}
     environments = {c.environment for c in cells}
     targets = {c.target for c in cells}
-    tags = _planned_tags(m, environments, matrix_dir)
+    tags = _planned_tags(m, environments, matrix_dir, locks_dir)
     data = expected_data(synthetic, data_dir)
     chosen: dict[tuple[Any, ...], Loaded] = {}
     left_out: list[tuple[str, str]] = []

@@ -61,8 +61,31 @@ def cifar(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def e2e_env(base_tag, wheelhouse) -> dict[str, str]:
-    return dict(os.environ, ENVBENCH_BASE=base_tag, ENVBENCH_WHEELHOUSE=str(wheelhouse))
+def python_base(client, base_tag, tmp_path_factory) -> str:
+    """The Debian base with python3 and venv: a pip stack built on it needs no apt, so its
+    build runs with the network off. Made once with apt (the engine's network)."""
+    tag = "envbench-test/debian-python:%s" % base_tag.rsplit(":", 1)[-1]
+    try:
+        client.images.get(tag)
+        return tag
+    except docker.errors.ImageNotFound:
+        pass
+    folder = tmp_path_factory.mktemp("python-base")
+    (folder / "Dockerfile").write_text(
+        "FROM %s\nRUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+        "--no-install-recommends python3 python3-venv && rm -rf /var/lib/apt/lists/*\n"
+        % base_tag)
+    client.images.build(path=str(folder), tag=tag, rm=True, forcerm=True)
+    return tag
+
+
+@pytest.fixture(scope="session")
+def e2e_env(base_tag, python_base, wheelhouse, tmp_path_factory) -> dict[str, str]:
+    # Locks of the e2e matrix name this machine's wheelhouse: they live in a temporary
+    # folder, not in the repository.
+    return dict(os.environ, ENVBENCH_BASE=base_tag, ENVBENCH_PYTHON_BASE=python_base,
+                ENVBENCH_WHEELHOUSE=str(wheelhouse),
+                ENVBENCH_LOCKS=str(tmp_path_factory.mktemp("locks")))
 
 
 def envbench(env: dict[str, str], *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:

@@ -274,7 +274,7 @@ def test_a_gpu_target_through_the_cli_fails_every_gpu_cell_with_one_sentence(
         "environments:\n"
         "  claims-cuda:\n"
         "    python: \"3.11\"\n    torch: \"2.13.0\"\n    cuda: \"12.4\"\n"
-        "    base: \"${ENVBENCH_BASE}\"\n    apt: [python3, python3-venv]\n"
+        "    base: \"${ENVBENCH_PYTHON_BASE}\"\n"
         "    wheelhouse: \"${ENVBENCH_WHEELHOUSE}\"\n    dockerfile: nocheck.j2\n"
         "targets:\n"
         "  gpu: {device: cuda, gpus: all, label: \"A GPU\", price_per_hour: 1.0}\n"

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import E2E_MATRIX, envbench
 
+from envbench import lock
+
 pytestmark = pytest.mark.e2e
 
 
@@ -50,6 +52,10 @@ def test_the_report_of_real_runs_shows_their_medians(first_run, e2e_env, tmp_pat
         csv_row = next(r for r in rows if r["environment"] == env)
         assert float(csv_row["epoch_s_median"]) == record["summary"]["epoch_s_median"]
         assert csv_row["threads"] == "2" and csv_row["threads_from"] == "cpus"
+    # Each environment's lock hash, side by side (the Debian stack has none).
+    lock_row = re.search(r"<tr[^>]*><th>lock</th>(.*?)</tr>", page, flags=re.S).group(1)
+    locked = lock.read(Path(e2e_env["ENVBENCH_LOCKS"]) / "torch2.13-cpu.pylock.toml")
+    assert "<code>%s</code>" % locked.sha256 in lock_row and "—" in lock_row
 
 
 def test_a_quick_run_never_shares_a_row_with_the_full_run(first_run, e2e_env, cifar, tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envbench import images, matrix
+from envbench import images, matrix, sources
 from envbench.errors import MatrixError, UserError
 from envbench.matrix import Environment
 
@@ -63,11 +63,9 @@ def test_a_default_in_a_variable_and_a_clean_check(tmp_path, monkeypatch):
     assert "valid, 3 cells" in proc.stdout
     monkeypatch.delenv("ENVBENCH_T_UNSET", raising=False)
     env = Environment(torch="2.13.0", index_url="${ENVBENCH_T_UNSET:-https://idx.example/whl}/cpu")
-    assert "--extra-index-url https://idx.example/whl/cpu " in \
-        images.plan("x", env, tmp_path).dockerfile
+    assert sources.index_url("x", env) == "https://idx.example/whl/cpu"
     monkeypatch.setenv("ENVBENCH_T_UNSET", "https://mirror.example/")
-    assert "--extra-index-url https://mirror.example/cpu " in \
-        images.plan("x", env, tmp_path).dockerfile
+    assert sources.index_url("x", env) == "https://mirror.example/cpu"
 
 
 def test_every_rendered_value_is_shell_quoted(tmp_path):

@@ -1,12 +1,15 @@
 """Rendered Dockerfiles and content-hash tags (the builds themselves are in tests/e2e)."""
 from __future__ import annotations
 
+import io
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
+from test_lock import make_wheel
 
-from envbench import images
+from envbench import images, lock, wheelcache
 from envbench.errors import UserError
 from envbench.matrix import Environment
 
@@ -14,11 +17,24 @@ SEED = Environment(python="3.8", torch="1.12.1", torchvision="0.13.1", cuda="11.
                    index_url="https://wheels.example/cu116")
 
 
-def test_cuda_image_pins_the_stack_and_checks_it_at_build_time():
+@pytest.fixture
+def locked(tmp_path):
+    """A pip stack locked against a small wheelhouse, and its lock."""
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "torch", "2.13.0", requires=("filelock",))
+    make_wheel(wheels, "filelock", "4.3.1")
+    env = Environment(torch="2.13.0", wheelhouse="wheels")
+    return env, lock.write("x", env, tmp_path, tmp_path / "locks")
+
+
+def test_cuda_image_checks_its_stack_and_installs_the_lock_offline():
     text = images.plan("seed", SEED, Path(".")).dockerfile
-    assert text.startswith("# Rendered by envbench") and "FROM python:3.8-slim" in text
-    assert ("pip install --extra-index-url https://wheels.example/cu116 torch==1.12.1 "
-            "torchvision==0.13.1") in text
+    assert text.startswith("# Rendered by envbench") and "FROM python:3.8-slim AS system" in text
+    # Wheels come from the lock, hash-checked, in a builder stage; pip never meets an index.
+    assert ("pip install --no-index --find-links /tmp/wheels --require-hashes" in text
+            and "-r /tmp/requirements.lock" in text and "pip check" in text)
+    assert "--extra-index-url" not in text and "wheels.example" not in text
+    assert "FROM system AS builder" in text and "COPY --from=builder /opt/venv /opt/venv" in text
     assert "assert c == '11.6'" in text and "assert t.startswith('1.12.1')" in text
     assert "NVIDIA_VISIBLE_DEVICES=all" in text
     # bench/ is copied after torch is installed, so a code change reuses the torch layers.
@@ -31,44 +47,55 @@ def test_cpu_and_debian_images():
     assert "assert c is None" in cpu and "NVIDIA" not in cpu
     debian = images.plan("d", Environment(source="debian", base="envbench/debian:bookworm"),
                          Path(".")).dockerfile
-    assert "FROM envbench/debian:bookworm" in debian
+    assert "FROM envbench/debian:bookworm AS system" in debian
     assert "apt-get install -y --no-install-recommends python3 python3-torch" in debian
     assert "pip install" not in debian
 
 
-def test_the_tag_is_a_content_hash(tmp_path, monkeypatch):
-    p = images.plan("seed", SEED, Path("."))
-    assert p.tag == images.plan("seed", SEED, Path(".")).tag
-    assert p.tag.startswith("envbench/seed:")
-    other = images.plan("seed", SEED.model_copy(update={"torch": "1.12.0"}), Path("."))
-    assert other.tag != p.tag
+def test_the_tag_hashes_the_dockerfile_bench_and_the_lock(tmp_path, monkeypatch, locked):
+    env, made = locked
+    p = images.plan("x", env, tmp_path, made)
+    assert p.tag == images.plan("x", env, tmp_path, made).tag
+    assert p.tag.startswith("envbench/x:") and p.labels["envbench.lock.sha256"] == made.sha256
+    assert images.plan("x", env, tmp_path).tag != p.tag  # no lock: another tag
+    make_wheel(tmp_path / "wheels", "filelock", "4.4.0")
+    relocked = lock.write("x", env, tmp_path, tmp_path / "locks")
+    assert relocked.sha256 != made.sha256
+    assert images.plan("x", env, tmp_path, relocked).tag != p.tag
     copy = tmp_path / "bench"
     shutil.copytree(images.BENCH_DIR, copy)
     monkeypatch.setattr(images, "BENCH_DIR", copy)
-    assert images.plan("seed", SEED, Path(".")).tag == p.tag
+    assert images.plan("x", env, tmp_path, made).tag == p.tag
     (copy / "model.py").write_text((copy / "model.py").read_text() + "\n# changed\n")
-    assert images.plan("seed", SEED, Path(".")).tag != p.tag
+    assert images.plan("x", env, tmp_path, made).tag != p.tag
 
 
-def test_variables_custom_templates_and_wheelhouses(tmp_path, monkeypatch):
-    env = Environment(torch="2.13.0", index_url="${ENVBENCH_TEST_INDEX}/cpu")
-    monkeypatch.delenv("ENVBENCH_TEST_INDEX", raising=False)
-    with pytest.raises(UserError, match=r"environments.x.index_url: \$\{ENVBENCH_TEST_INDEX\}"):
-        images.plan("x", env, tmp_path)
-    monkeypatch.setenv("ENVBENCH_TEST_INDEX", "https://idx.example/")
-    rendered = images.plan("x", env, tmp_path).dockerfile
-    assert "--extra-index-url https://idx.example/cpu " in rendered
+def test_the_build_context_carries_the_locked_wheels_and_nothing_else(tmp_path, locked):
+    env, made = locked
+    (tmp_path / "wheels" / "unlocked-1.0-py3-none-any.whl").write_bytes(b"not in the lock")
+    p = images.plan("x", env, tmp_path, made)
+    paths = wheelcache.ensure(made, p.wheelhouse, io.StringIO(), tmp_path / "cache")
+    with images._context(p, paths) as spool, tarfile.open(fileobj=spool) as tar:
+        names = tar.getnames()
+        requirements = tar.extractfile("requirements.lock").read().decode()
+    assert sorted(n for n in names if n.startswith("wheels/")) == sorted(
+        "wheels/" + w.filename for w in made.wheels)
+    assert "Dockerfile" in names and "bench/result.schema.json" in names
+    assert requirements == made.requirements_text()
+    assert p.offline  # no apt packages: the build runs with the network off
 
+
+def test_custom_templates_and_checked_sources(tmp_path, monkeypatch):
     (tmp_path / "mine.j2").write_text("{% extends 'cpu.Dockerfile.j2' %}\n"
                                       "{% block device_env %}ENV MINE=1{% endblock %}\n")
     custom = images.plan("x", Environment(torch="2.13.0", dockerfile="mine.j2"), tmp_path)
     assert "ENV MINE=1" in custom.dockerfile
     with pytest.raises(UserError, match="dockerfile: .*nope.j2 does not exist"):
         images.plan("x", Environment(torch="2.13.0", dockerfile="nope.j2"), tmp_path)
-
-    (tmp_path / "wheels").mkdir()
+    (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="wheelhouse: .*holds no wheels"):
-        images.plan("x", Environment(torch="2.13.0", wheelhouse="wheels"), tmp_path)
-    (tmp_path / "wheels" / "torch-2.13.0-cp311-none-any.whl").write_bytes(b"x")
-    wheel = images.plan("x", Environment(torch="2.13.0", wheelhouse="wheels"), tmp_path)
-    assert "pip install --no-index --find-links /tmp/wheelhouse torch==2.13.0" in wheel.dockerfile
+        images.plan("x", Environment(torch="2.13.0", wheelhouse="empty"), tmp_path)
+    monkeypatch.delenv("ENVBENCH_TEST_INDEX", raising=False)
+    with pytest.raises(UserError, match=r"environments.x.index_url: \$\{ENVBENCH_TEST_INDEX\}"):
+        images.plan("x", Environment(torch="2.13.0", index_url="${ENVBENCH_TEST_INDEX}/cpu"),
+                    tmp_path)

@@ -260,14 +260,18 @@ def test_the_write_up_is_a_reference_beside_the_measured_seed_stack(rendered):
 
 def _selection_run(tmp_path):
     """Results as the runner stores them for a small matrix, plus files that do not belong."""
-    from envbench import cells, images, matrix, results
+    from test_lock import make_wheel
 
-    text = ("environments:\n  a: {python: \"3.11\", torch: \"2.13.0\"}\n"
+    from envbench import cells, images, lock, matrix, results
+
+    make_wheel(tmp_path / "wheels", "torch", "2.13.0")
+    text = ("environments:\n  a: {python: \"3.11\", torch: \"2.13.0\", wheelhouse: wheels}\n"
             "targets:\n  cpu: {device: cpu, cpus: 2}\n"
             "benchmark: {epochs: 2, repeats: 1, data: synthetic, sweep: {batch_size: [32, 64]}}\n")
     (tmp_path / "matrix.yaml").write_text(text)
     m = matrix.load(tmp_path / "matrix.yaml")
-    tag = images.plan("a", m.environments["a"], tmp_path).tag
+    made = lock.write("a", m.environments["a"], tmp_path, tmp_path / "locks")  # the default
+    tag = images.plan("a", m.environments["a"], tmp_path, made).tag
     folder = tmp_path / "reports" / "results"
     data = {"source": "synthetic", "sha256": None}
     written = {}
