@@ -24,6 +24,18 @@ def _envbench(session: nox.Session, *args: str) -> None:
     session.run("envbench", *args, *session.posargs)
 
 
+@nox.session(name="doctor")
+def doctor(session: nox.Session) -> None:
+    """What this host can run: engine, NVIDIA runtime, GPUs, driver, disk, data, indexes."""
+    _envbench(session, "doctor")
+
+
+@nox.session(name="demo")
+def demo(session: nox.Session) -> None:
+    """First run: Debian's torch vs a current torch CPU build on this CPU, then the report."""
+    _envbench(session, "demo")
+
+
 @nox.session(name="lock")
 def lock(session: nox.Session) -> None:
     """Resolve each pip environment into locks/<env>.pylock.toml (uv, sha256 per wheel)."""
@@ -89,6 +101,9 @@ def tests(session: nox.Session) -> None:
     """Lint, the test suite (real Docker included), then bench's tests on Debian's torch 1.13."""
     session.install("-e", ".[test]")
     session.install("torch==2.13.0")
+    # A fresh machine: the engine, debootstrap, Chromium and Debian's torch 1.13 stack
+    # (envbench/setup.py, the one set-up module .ci/run and the demo use too).
+    session.run("python", "-m", "envbench.setup", "tests")
     session.run("ruff", "check", ".")
     session.run("vermin", "-t=3.8-", "--violations", "--no-tips", "-q", "bench/")
     session.run("pytest", *session.posargs)

@@ -52,8 +52,13 @@ def tag_for(codename: str) -> str:
 
 
 def ensure(client: docker.DockerClient, codename: str | None = None,
-           out: TextIO = sys.stdout) -> str:
-    """Build envbench/debian:<codename> unless the engine has it; return the tag."""
+           out: TextIO = sys.stdout, as_root: list[str] | None = None) -> str:
+    """Build envbench/debian:<codename> unless the engine has it; return the tag.
+
+    ``as_root`` prefixes the commands that need root (debootstrap, packing the tree,
+    removing it): [] when this process is root, e.g. ["sudo", "-n"] otherwise.
+    """
+    as_root = as_root or []
     codename = codename or host_codename()
     tag = tag_for(codename)
     if image_or_none(client, tag) is not None:
@@ -62,27 +67,30 @@ def ensure(client: docker.DockerClient, codename: str | None = None,
     if shutil.which("debootstrap") is None:
         raise UserError("debootstrap is not installed (apt-get install debootstrap); it builds "
                         "the local base image %s" % tag)
-    with tempfile.TemporaryDirectory(prefix="envbench-rootfs-") as tmp:
-        rootfs = Path(tmp) / "rootfs"
+    tmp = Path(tempfile.mkdtemp(prefix="envbench-rootfs-"))
+    try:
+        rootfs = tmp / "rootfs"
         command = ["debootstrap", "--variant=minbase", codename, str(rootfs)]
         mirror = host_mirror()
         if mirror:
             command.append(mirror)
         print("building %s: %s" % (tag, " ".join(command)), file=out, flush=True)
-        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.run(as_root + command, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:
             tail = "\n    ".join(proc.stdout.splitlines()[-15:])
             raise UserError("debootstrap failed (exit %d):\n    %s" % (proc.returncode, tail))
         # Keep the image small and its apt usable: no cached .debs, no stale lists.
-        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for path in (rootfs / leftover).glob("*"):
-                if path.is_file():
-                    path.unlink()
-        archive = Path(tmp) / "rootfs.tar"
-        subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(archive), "."],
-                       check=True)
+        subprocess.run(as_root + ["find", str(rootfs / "var/cache/apt/archives"),
+                                  str(rootfs / "var/lib/apt/lists"), "-maxdepth", "1",
+                                  "-type", "f", "-delete"], check=True)
+        archive = tmp / "rootfs.tar"
+        subprocess.run(as_root + ["tar", "-C", str(rootfs), "--numeric-owner", "-cf",
+                                  str(archive), "."], check=True)
         repository, _, version = tag.partition(":")
         client.api.import_image_from_file(str(archive), repository=repository, tag=version)
+    finally:
+        subprocess.run(as_root + ["rm", "-rf", str(tmp)], check=False)
     if image_or_none(client, tag) is None:
         raise UserError("docker import of %s did not produce the image" % tag)
     print("built %s" % tag, file=out, flush=True)

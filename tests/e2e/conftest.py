@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from cifar_fixture import write_cifar  # noqa: E402
 
-from envbench import baseimage  # noqa: E402
+from envbench import setup  # noqa: E402
 
 E2E_MATRIX = ROOT / "tests" / "e2e" / "matrix.yaml"
 TORCH = "2.13.0"
@@ -38,18 +38,17 @@ def client() -> docker.DockerClient:
 
 @pytest.fixture(scope="session")
 def base_tag(client) -> str:
-    return baseimage.ensure(client)
+    """The Debian base, as the demo gets it (envbench.setup): debootstrap with no registry."""
+    return setup.ensure_base(client)
 
 
 @pytest.fixture(scope="session")
-def wheelhouse() -> Path:
-    """torch 2.13.0 and its dependencies, fetched once by the host (containers cannot)."""
-    folder = Path(os.environ.get("ENVBENCH_TEST_CACHE", Path.home() / ".cache" / "envbench"))
-    folder = folder / ("wheelhouse-torch-%s-py%d%d" % (TORCH, *sys.version_info[:2]))
-    if not any(folder.glob("torch-%s*.whl" % TORCH)):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "torch==%s" % TORCH,
-                        "-d", str(folder)], check=True)
-    return folder
+def wheelhouse(client, python_base) -> Path:
+    """torch 2.13.0 and its dependencies for the base's Python, fetched once by the host
+    (containers cannot reach the index here)."""
+    python = client.containers.run(python_base, ["python3", "-c", "import sys; print('%d.%d' "
+                                                 "% sys.version_info[:2])"], remove=True)
+    return setup.ensure_wheelhouse(TORCH, python.decode().strip())
 
 
 @pytest.fixture(scope="session")
@@ -61,22 +60,10 @@ def cifar(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def python_base(client, base_tag, tmp_path_factory) -> str:
+def python_base(client, base_tag) -> str:
     """The Debian base with python3 and venv: a pip stack built on it needs no apt, so its
-    build runs with the network off. Made once with apt (the engine's network)."""
-    tag = "envbench-test/debian-python:%s" % base_tag.rsplit(":", 1)[-1]
-    try:
-        client.images.get(tag)
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    folder = tmp_path_factory.mktemp("python-base")
-    (folder / "Dockerfile").write_text(
-        "FROM %s\nRUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
-        "--no-install-recommends python3 python3-venv && rm -rf /var/lib/apt/lists/*\n"
-        % base_tag)
-    client.images.build(path=str(folder), tag=tag, rm=True, forcerm=True)
-    return tag
+    build runs with the network off."""
+    return setup.ensure_python_base(client, base_tag)
 
 
 @pytest.fixture(scope="session")
