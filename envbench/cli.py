@@ -76,6 +76,14 @@ def parser() -> argparse.ArgumentParser:
     data.add_argument("--dir", type=Path, default=None, help="cache folder")
     data.add_argument("--url", default=None, help="another source of cifar-10-python.tar.gz")
     sub.add_parser("base-image", help="build the local Debian base image (debootstrap)")
+    doc = sub.add_parser("doctor", help="what this host can run: engine, GPUs, driver, disk, "
+                                        "data, registry and indexes")
+    doc.add_argument("--matrix", type=Path, default=Path("matrix.yaml"), help="matrix file")
+    doc.add_argument("--data", type=Path, default=None, metavar="DIR",
+                     help="folder holding cifar-10-batches-py/ (default: the cache)")
+    demo = sub.add_parser("demo", help="two real stacks on this machine's CPU, then the report")
+    demo.add_argument("--reports", type=Path, default=Path("reports") / "demo", metavar="DIR",
+                      help="where the demo's matrix, results and report go")
     report = sub.add_parser("report", help="render reports/index.html, summary.md, results.csv")
     report.add_argument("results", nargs="*", type=Path,
                         help="result folders or files (default: the current matrix's cells "
@@ -133,10 +141,22 @@ def dispatch(args: argparse.Namespace) -> int:
         kwargs = {"url": args.url} if args.url else {}
         dataset.fetch(args.dir, **kwargs)
         return 0
-    if args.command == "base-image":
-        from envbench import baseimage, engine
+    if args.command == "doctor":
+        from envbench import doctor, matrix
 
-        baseimage.ensure(engine.connect())
+        return doctor.doctor(matrix.load(args.matrix), args.matrix.resolve().parent, args.data)
+    if args.command == "demo":
+        from envbench import demo
+
+        return demo.demo(args.reports)
+    if args.command == "base-image":
+        from envbench import baseimage, engine, setup
+
+        as_root = setup.privileged()
+        if as_root is None:
+            raise UserError("debootstrap needs root: run `sudo %s -m envbench base-image`"
+                            % sys.executable)
+        baseimage.ensure(engine.connect(), as_root=as_root)
         return 0
     from envbench import report
 

@@ -59,9 +59,10 @@ def _progress(done: int, total: int, out: TextIO) -> None:
     out.flush()
 
 
-def download(url: str, dest: Path, out: TextIO) -> None:
+def download(url: str, dest: Path, out: TextIO, timeout: float = 60) -> None:
     try:
-        with urllib.request.urlopen(url, timeout=60) as response, dest.open("wb") as f:  # noqa: S310
+        with urllib.request.urlopen(url, timeout=timeout) as response, \
+                dest.open("wb") as f:  # noqa: S310
             total = int(response.headers.get("Content-Length") or 0)
             done = 0
             for block in iter(lambda: response.read(1 << 16), b""):
@@ -70,12 +71,11 @@ def download(url: str, dest: Path, out: TextIO) -> None:
                 _progress(done, total, out)
         out.write("\n")
     except OSError as exc:
-        raise UserError("downloading %s failed (%s); or place cifar-10-python.tar.gz in the "
-                        "cache yourself, or run with --synthetic" % (url, exc))
+        raise UserError("downloading %s failed (%s)" % (url, exc))
 
 
 def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
-          out: TextIO = sys.stdout) -> Path:
+          out: TextIO = sys.stdout, timeout: float = 60) -> Path:
     """Make ROOT/cifar-10-batches-py/ exist and be whole; return ROOT."""
     root = root or default_cache()
     if is_ready(root):
@@ -87,7 +87,11 @@ def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
         print("downloading %s" % url, file=out, flush=True)
         partial = Path(tempfile.mkstemp(dir=root, suffix=".part")[1])
         try:
-            download(url, partial, out)
+            try:
+                download(url, partial, out, timeout)
+            except UserError as exc:
+                raise UserError("%s. Offline: put cifar-10-python.tar.gz (md5 %s) at %s and run "
+                                "again, or use --synthetic" % (exc, md5, archive))
             got = md5sum(partial)
             if got != md5:
                 raise UserError("%s: md5 %s, expected %s: the download is corrupt or not "

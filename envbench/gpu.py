@@ -37,21 +37,47 @@ def probe_options(image: Any, count: int) -> dict[str, Any]:
     return options
 
 
-def probe(client: docker.DockerClient, image: Any, count: int) -> str | None:
-    """Start a tiny container with GPUs attached; None if it works, else why not."""
-    container = None
+def _run_once(client: docker.DockerClient, image: Any, options: dict[str, Any]
+              ) -> tuple[int, str]:
+    """Create, start, wait, read and always remove: a refused start (no NVIDIA runtime)
+    leaves a container that `run(remove=True)` would not remove."""
+    container = client.containers.create(image.id, **options)
     try:
-        # Created, then started: a refused start (no NVIDIA runtime) leaves a container,
-        # which `run(remove=True)` would not remove.
-        container = client.containers.create(image.id, **probe_options(image, count))
         container.start()
         code = container.wait(timeout=120)["StatusCode"]
-        return None if code == 0 else "the GPU probe container exited with code %d" % code
+        return code, container.logs().decode(errors="replace")
+    finally:
+        try:
+            container.remove(force=True)
+        except ENGINE_ERRORS:
+            pass
+
+
+def probe(client: docker.DockerClient, image: Any, count: int) -> str | None:
+    """Start a tiny container with GPUs attached; None if it works, else why not."""
+    try:
+        code, _ = _run_once(client, image, probe_options(image, count))
     except ENGINE_ERRORS as exc:
         return explain(exc)
-    finally:
-        if container is not None:
-            try:
-                container.remove(force=True)
-            except ENGINE_ERRORS:
-                pass
+    return None if code == 0 else "the GPU probe container exited with code %d" % code
+
+
+QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+
+
+def query(client: docker.DockerClient, image: Any,
+          count: int) -> tuple[list[dict[str, str]], str | None]:
+    """The GPUs as nvidia-smi lists them from inside a container (locked down like a cell)
+    with ``count`` GPUs attached: ([{name, driver, memory}], None) or ([], why not)."""
+    try:
+        code, text = _run_once(client, image, dict(probe_options(image, count), entrypoint=QUERY))
+    except ENGINE_ERRORS as exc:
+        return [], explain(exc)
+    if code != 0:
+        return [], "nvidia-smi exited with code %d: %s" % (code, text.strip()[:200])
+    gpus = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and parts[1][:1].isdigit():
+            gpus.append({"name": parts[0], "driver": parts[1], "memory": parts[2]})
+    return gpus, (None if gpus else "nvidia-smi printed no GPU: %s" % text.strip()[:200])

@@ -59,8 +59,8 @@ class Lock:
 
     def requirements_text(self) -> str:
         """pip's form of the lock: every package pinned with ==, every file by hash."""
-        lines = ["# %s, from %s (sha256 %s)" % (self.environment, self.path.name,
-                                                 self.sha256[:16])]
+        # No name or path here: two environments with one lock share the install's layers.
+        lines = ["# pip's form of a lock: every package by ==, every file by its sha256"]
         by_package: dict[tuple[str, str], list[str]] = {}
         for wheel in self.wheels:
             by_package.setdefault((wheel.package, wheel.version), []).append(wheel.sha256)

@@ -94,6 +94,7 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
         "reference": reference.compare(groups, formats),
         "reference_hardware": reference.HARDWARE, "reference_stack": reference.STACK,
         "total": len(records), "ok_count": sum(1 for r in records if r["status"] == "ok"),
+        "synthetic_only": all(r["config"]["synthetic"] for r in records),
         "repeats": repeats, "noisy_cv": reportdata.NOISY_CV,
         "charts": {
             "epoch_times": charts.epoch_times(groups),
@@ -230,6 +231,34 @@ def _filter(loaded: list[reportdata.Loaded],
     return [item for item in loaded if keep(item.record)]
 
 
+def current_results(matrix_path: Path, reports: Path, envs: list[str] | None = None,
+                    targets: list[str] | None = None, kind: str | None = None,
+                    quick: bool = False, synthetic: bool = False, data: Path | None = None,
+                    locks: Path | None = None
+                    ) -> tuple[list[reportdata.Loaded], list[tuple[str, str]], str]:
+    """The results of the current matrix's cells in REPORTS/results, the files left out with
+    their reasons, and a phrase saying where they came from."""
+    from envbench import cells, matrix
+    from envbench import lock as lockmod
+
+    m = matrix.load(matrix_path)
+    chosen = cells.expand(m, envs, targets, kind, quick)
+    folder = reports / "results"
+    loaded, skipped = reportdata.load([folder])
+    synthetic = synthetic or m.benchmark.data == "synthetic"
+    loaded, left_out = selection.current(loaded, m, chosen, synthetic, data,
+                                         matrix_path.resolve().parent, quick,
+                                         locks or lockmod.default_dir(matrix_path))
+    return loaded, sorted(skipped + left_out), "%s for the cells of %s" % (folder, matrix_path)
+
+
+def render_current(matrix_path: Path, reports: Path, **selection_options: Any
+                   ) -> dict[str, Path]:
+    """Report the current matrix's cells into REPORTS (what `nox -s report` does)."""
+    loaded, skipped, where = current_results(matrix_path, reports, **selection_options)
+    return render_loaded(loaded, skipped, reports, where=where)
+
+
 def main(args: argparse.Namespace) -> int:
     out = args.out or args.reports
     if args.results:
@@ -238,20 +267,9 @@ def main(args: argparse.Namespace) -> int:
         loaded = _filter(loaded, args)
         where = ", ".join(map(str, args.results))
     else:
-        from envbench import cells, matrix
-
-        m = matrix.load(args.matrix)
-        chosen = cells.expand(m, args.env, args.target, args.kind, args.quick)
-        folder = args.reports / "results"
-        loaded, skipped = reportdata.load([folder])
-        synthetic = args.synthetic or m.benchmark.data == "synthetic"
-        from envbench import lock as lockmod
-
-        loaded, left_out = selection.current(loaded, m, chosen, synthetic, args.data,
-                                             args.matrix.resolve().parent, args.quick,
-                                             args.locks or lockmod.default_dir(args.matrix))
-        skipped = sorted(skipped + left_out)
-        where = "%s for the cells of %s" % (folder, args.matrix)
+        loaded, skipped, where = current_results(
+            args.matrix, args.reports, args.env, args.target, args.kind, args.quick,
+            args.synthetic, args.data, args.locks)
     written = render_loaded(loaded, skipped, out, args.baseline, args.target_accuracy, where)
     print("reported %d results; left out %d files%s" % (
         len(loaded), len(skipped), " (the page lists them with the reason)" if skipped else ""))

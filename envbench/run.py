@@ -12,9 +12,10 @@ from typing import Any, TextIO
 import docker
 
 from envbench import cells as cellmod
-from envbench import dataset, engine, gpu, images, matrix, resources, results, runner, users
+from envbench import dataset, doctor, engine, gpu, images, matrix, resources, results, runner, users
 from envbench import lock as lockmod
 from envbench.errors import UserError
+from envbench.progress import MatrixProgress
 
 
 @dataclass
@@ -130,11 +131,13 @@ def build(opts: Options, out: TextIO = sys.stdout) -> int:
 def _data_dir(opts: Options, m: matrix.Matrix) -> Path | None:
     if opts.synthetic or m.benchmark.data == "synthetic":
         return None
-    root = opts.data_dir or dataset.default_cache()
-    if not dataset.is_ready(root):
-        raise UserError("no CIFAR-10 in %s (expected %s/): run `nox -s data` first, give "
-                        "--data DIR, or use --synthetic" % (root, dataset.FOLDER))
-    return root
+    if opts.data_dir is not None:
+        if not dataset.is_ready(opts.data_dir):
+            raise UserError("--data %s: no CIFAR-10 there (expected %s/ with %s)"
+                            % (opts.data_dir, dataset.FOLDER, ", ".join(dataset.FILES)))
+        return opts.data_dir
+    # Fetched on demand into the cache (progress and md5 check), once.
+    return dataset.fetch(dataset.default_cache())
 
 
 def data_identity(data_dir: Path | None) -> dict[str, Any]:
@@ -167,12 +170,22 @@ class _Session:
     host: resources.Host
     built: dict[str, Any]
     build_failures: dict[str, tuple[str, str | None]]
+    # GPU cells this host cannot run (no NVIDIA runtime, driver too old), found before any
+    # build: environment -> (error type, the sentence).
+    gpu_blocked: dict[str, tuple[str, str]] = field(default_factory=dict)
     gpu_problems: dict[str, str | None] = field(default_factory=dict)
     overheads: list[float] = field(default_factory=list)  # host wall minus bench's own time
+    on_line: Any = None  # where a running cell's output goes, line by line
 
     def run(self, cell: cellmod.Cell) -> tuple[dict[str, Any], str]:
         """Run or reuse one cell; return its record and the end of its progress line."""
         target = self.matrix.targets[cell.target]
+        if target.device == "cuda" and cell.environment in self.gpu_blocked:
+            kind, message = self.gpu_blocked[cell.environment]
+            p = cellmod.prepare(cell, target, self.host, self.data, None)
+            record = results.host_failure(p.config, kind, message)
+            self._store(p, record, {"tag": None, "id": None})
+            return record, "failed: " + message
         if cell.environment in self.build_failures:
             message, tag = self.build_failures[cell.environment]
             p = cellmod.prepare(cell, target, self.host, self.data, None)
@@ -195,7 +208,7 @@ class _Session:
             return record, "failed: " + problem
         started = time.perf_counter()
         record = runner.run_cell(self.client, p.command(), p.config, target, p.resources, image,
-                                 self.mounts, path)
+                                 self.mounts, path, self.on_line)
         record["host_s"] = round(time.perf_counter() - started, 3)
         if record.get("run_s") is not None:
             self.overheads.append(record["host_s"] - record["run_s"])
@@ -233,21 +246,28 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     host = engine_host(client)
     remove_leftovers(client, out)
     print_resources(m, cells, host, out)
-    names = list(dict.fromkeys(c.environment for c in cells))
+    blocked = gpu_blocks(client, m, cells, out)
+    # An environment whose every cell this host cannot run is not built at all.
+    names = list(dict.fromkeys(c.environment for c in cells if not (
+        m.targets[c.target].device == "cuda" and c.environment in blocked)))
     built, build_failures = build_images(client, m, names, opts, out)
     session = _Session(client, m, opts, mounts, data_identity(data_dir), host, built,
-                       build_failures)
+                       build_failures, blocked)
     records: list[tuple[cellmod.Cell, dict[str, Any]]] = []
+    shown = MatrixProgress(len(cells), out)
+    session.on_line = shown.line
     try:
         for index, cell in enumerate(cells, 1):
-            print("[%d/%d] %s …" % (index, len(cells), cell.label), end="", file=out, flush=True)
+            shown.start(index, cell.label)
             record, outcome = session.run(cell)
             records.append((cell, record))
-            print(" " + outcome, file=out, flush=True)
+            shown.done(outcome, executed=not outcome.startswith("cached"))
     except KeyboardInterrupt:
+        shown.close()
         print("\ninterrupted: %d finished cells are kept in %s; run the same command again "
               "to run only the missing ones" % (len(records), opts.results_dir), file=out)
         return 130
+    shown.close()
     _summary(records, out)
     print("%d cells in %.1f s; results in %s, logs in %s"
           % (len(cells), time.perf_counter() - started, opts.results_dir, opts.log_dir),
@@ -257,6 +277,30 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
               "median %.2f s, max %.2f s"
               % (statistics.median(session.overheads), max(session.overheads)), file=out)
     return 0 if all(r.get("status") == "ok" for _, r in records) else 1
+
+
+def gpu_blocks(client: docker.DockerClient, m: matrix.Matrix, cells: list[cellmod.Cell],
+               out: TextIO) -> dict[str, tuple[str, str]]:
+    """The doctor's GPU checks, before any build: environments whose GPU cells cannot run
+    here, with the one sentence each cell will be recorded with."""
+    envs = sorted({c.environment for c in cells if m.targets[c.target].device == "cuda"})
+    if not envs:
+        return {}
+    images_here = client.images.list(filters={"label": "envbench.environment"})
+    runtime, gpus, problem = doctor.gpu_state(client, images_here[0] if images_here else None)
+    if not runtime:
+        print("GPU cells cannot run on this host: %s" % gpu.NO_RUNTIME, file=out, flush=True)
+        return {name: ("GpuUnavailable", gpu.NO_RUNTIME) for name in envs}
+    driver = gpus[0]["driver"] if gpus else None
+    if gpus:
+        print("GPUs: %s; driver %s" % (", ".join(g["name"] for g in gpus), driver), file=out)
+    blocked = {}
+    for name in envs:
+        issue = doctor.driver_problem(name, m.environments[name].cuda or "", driver)
+        if issue:
+            print("GPU cells of %s cannot run here: %s" % (name, issue), file=out, flush=True)
+            blocked[name] = ("DriverTooOld", issue)
+    return blocked
 
 
 def remove_leftovers(client: docker.DockerClient, out: TextIO) -> None:

@@ -1,6 +1,8 @@
 """One cell in one container: locked down, resources from the target, GPUs where it has them."""
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,9 +55,28 @@ def _save_logs(container: Any, log_path: Path) -> list[str]:
     return raw.decode(errors="replace").splitlines()
 
 
+def _follow(container: Any, on_line: Callable[[str], None]) -> threading.Thread:
+    """Hand the container's output to ``on_line`` as it comes (bench's epoch lines). The
+    stream may break on a long silent epoch or a stopped engine: the whole log is read
+    again once the container has stopped, and that is what is kept."""
+    def pump() -> None:
+        pending = b""
+        try:
+            for chunk in container.logs(stream=True, follow=True):
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    on_line(line.decode(errors="replace").rstrip())
+        except ENGINE_ERRORS:
+            pass
+    thread = threading.Thread(target=pump, name="envbench-follow", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any],
              target: Target, resources: Resources, image: Any, mounts: Mounts,
-             out_path: Path) -> dict[str, Any]:
+             out_path: Path, on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one cell; return its record (bench's own, or the host's account of the failure).
 
     ``args`` is bench's command line, writing to ``out_path`` (under /results in the
@@ -73,8 +94,12 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
     except ENGINE_ERRORS as exc:
         message = gpu.explain(exc) if gpus else explain(exc)
         return _with_tail(results.host_failure(config, "ContainerError", message), lines)
+    follower = None
+    finished = False
     try:
         container.start()
+        if on_line is not None:
+            follower = _follow(container, on_line)
         try:
             exit_code = container.wait(timeout=target.timeout_s)["StatusCode"]
         except ENGINE_ERRORS as exc:
@@ -83,6 +108,7 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
             _kill(container)
             exit_code = None
             error = ("Timeout", "the cell ran past the target's timeout_s=%d" % target.timeout_s)
+        finished = True
         if exit_code is not None and exit_code != 0:
             container.reload()
             if container.attrs.get("State", {}).get("OOMKilled"):
@@ -94,6 +120,10 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
         message = gpu.explain(exc) if gpus else explain(exc)
         error = ("ContainerError", message)
     finally:
+        if not finished:
+            _kill(container)  # Ctrl-C or an engine error: stop the cell before anything else
+        if follower is not None:
+            follower.join(timeout=5)
         lines = _save_logs(container, log_path)
         try:
             container.remove(force=True)

@@ -266,8 +266,8 @@ def test_a_missing_base_image_is_named_and_never_pulled_offline(e2e_env, tmp_pat
 
 def test_a_gpu_target_through_the_cli_fails_every_gpu_cell_with_one_sentence(
         e2e_env, cifar, tmp_path, no_nvidia_runtime):
-    """A stack that claims CUDA (its template skips the CUDA check, so it builds here) on a
-    GPU target: the run probes once, records each GPU cell as failed, and goes on."""
+    """A CUDA stack on a GPU target, on an engine without the NVIDIA runtime: the run says so
+    once, records each GPU cell as failed with the sentence, and builds nothing for them."""
     (tmp_path / "nocheck.j2").write_text('{% extends "_stack.Dockerfile.j2" %}\n')
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(
@@ -282,13 +282,18 @@ def test_a_gpu_target_through_the_cli_fails_every_gpu_cell_with_one_sentence(
     proc = envbench(e2e_env, "bench", "--matrix", matrix, "--synthetic", "--kind", "cuda",
                     "--reports", tmp_path / "reports")
     assert proc.returncode == 1, proc.stdout[-3000:]
-    assert proc.stdout.count(gpu.NO_RUNTIME) == 2 and "Traceback" not in proc.stdout
+    assert "Traceback" not in proc.stdout
+    # Found before any build: nothing was built for cells that cannot run here.
+    assert "GPU cells cannot run on this host: %s" % gpu.NO_RUNTIME in proc.stdout
+    assert "building" not in proc.stdout
+    cell_lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(cell_lines) == 2 and all(gpu.NO_RUNTIME in line for line in cell_lines)
     records = _results(tmp_path / "reports")
     assert len(records) == 2
     for record in records.values():
         assert record["status"] == "failed"
         assert record["error"] == {"type": "GpuUnavailable", "message": gpu.NO_RUNTIME}
-        assert record["cell"]["target_label"] == "A GPU" and record["env"]["image"]["id"]
+        assert record["cell"]["target_label"] == "A GPU"
 
 
 def test_a_cell_killed_at_the_memory_limit_is_recorded_as_out_of_memory(client, first_run,

@@ -1,0 +1,92 @@
+"""`nox -s demo`: the first run on any Linux machine with Docker and the package registries.
+
+Two real stacks on this machine's CPU, on one Debian base: Debian's own python3-torch (an
+old stack) and a current torch CPU build installed from a lock. No container registry, no
+GPU and no variable needed: the engine, the base image and the wheels are made ready by
+envbench.setup. The data is CIFAR-10 where it is cached or can be fetched, else synthetic
+(and the report says so). Ends with the report's path and where the time went.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from envbench import dataset, engine, report, run, setup
+from envbench.errors import UserError
+
+# The pip stack's torch: a CPU build the host's pip can fetch (PyTorch's CPU index first).
+TORCH = "2.13.0"
+DATA_TIMEOUT_S = 20
+BENCHMARK = {"epochs": 3, "batch_size": 256, "pipeline": "resident", "repeats": 3,
+             "limit": 20000, "limit_test": 2000}
+
+
+def _python_of(client: Any, image: str) -> str:
+    out = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d' % "
+                                        "sys.version_info[:2])"], remove=True,
+                                network_mode="none")
+    return out.decode().strip()
+
+
+def matrix_text(base: str, python_base: str, python: str, wheelhouse: Path,
+                synthetic: bool) -> str:
+    """The demo's matrix, written beside its results so the run explains itself."""
+    document = {
+        "environments": {
+            "debian-python3-torch": {"source": "debian", "python": python, "base": base},
+            "torch%s-cpu" % TORCH: {"python": python, "torch": TORCH, "base": python_base,
+                                    "wheelhouse": str(wheelhouse)},
+        },
+        "targets": {"cpu": {"device": "cpu"}},
+        "benchmark": dict(BENCHMARK, data="synthetic" if synthetic else "cifar10"),
+    }
+    return ("# Written by `nox -s demo`: Debian's python3-torch against torch %s (CPU build), "
+            "on this machine's CPU.\n" % TORCH) + yaml.safe_dump(document, sort_keys=False)
+
+
+def _data(out: TextIO) -> Path | None:
+    """CIFAR-10 from the cache, or fetched; None (synthetic) when it cannot be had."""
+    root = dataset.default_cache()
+    if dataset.is_ready(root):
+        return root
+    try:
+        return dataset.fetch(root, out=out, timeout=DATA_TIMEOUT_S)
+    except UserError as exc:
+        print("[demo] CIFAR-10 could not be fetched (%s): the demo runs on synthetic data, "
+              "and the report says so" % exc, file=out, flush=True)
+        return None
+
+
+def demo(reports: Path, out: TextIO = sys.stdout) -> int:
+    started = time.perf_counter()
+    setup.ensure_engine(out)
+    client = engine.connect()
+    base = setup.ensure_base(client, out)
+    python_base = setup.ensure_python_base(client, base, out)
+    python = _python_of(client, python_base)
+    wheelhouse = setup.ensure_wheelhouse(TORCH, python, out)
+    data_dir = _data(out)
+    ready = time.perf_counter()
+
+    reports.mkdir(parents=True, exist_ok=True)
+    matrix_path = reports / "matrix.yaml"
+    matrix_path.write_text(matrix_text(base, python_base, python, wheelhouse, data_dir is None))
+    opts = run.Options(matrix_path=matrix_path, reports_dir=reports, data_dir=data_dir,
+                       synthetic=data_dir is None, allow_pull=False, locks=reports / "locks")
+    if run.build(opts, out) != 0:
+        raise UserError("the demo's images did not build (see above)")
+    built = time.perf_counter()
+    code = run.bench(opts, out)
+    ran = time.perf_counter()
+    written = report.render_current(matrix_path, reports, synthetic=data_dir is None,
+                                    data=data_dir, locks=opts.locks)
+    print("\ndemo: set-up (engine, base, wheels, data) %.0f s, image builds %.0f s, cells %.0f s,"
+          " report %.0f s; %.0f s in all" % (ready - started, built - ready, ran - built,
+                                              time.perf_counter() - ran,
+                                              time.perf_counter() - started), file=out)
+    print("demo: open %s" % written["html"].resolve(), file=out)
+    return code

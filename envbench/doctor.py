@@ -1,0 +1,191 @@
+"""`nox -s doctor`: what this host can run, said before an hour of builds.
+
+One line per check, ✔ or ✘, and for each ✘ the fix: the engine and who may reach it, the
+NVIDIA runtime, the GPUs and driver (read by a probe container running nvidia-smi), each
+CUDA stack's minimum driver against the host's, free disk for the images still to build,
+the data set, and whether a registry and the wheel indexes answer. `bench` runs the same
+GPU checks first and records the cells this host cannot run, with the sentence, before
+any build.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from envbench import dataset, engine, gpu, sources
+from envbench.errors import UserError
+from envbench.matrix import Matrix
+
+# The oldest Linux driver each CUDA major runs on (NVIDIA's minor-version compatibility:
+# a CUDA 12.x wheel runs on any driver from 525.60.13 on).
+MIN_DRIVER = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
+# Rough sizes of an image still to build, for the disk check.
+IMAGE_BYTES = {"cuda": 8 * 10**9, "cpu": 2 * 10**9}
+NVIDIA_FIX = ("install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure "
+              "--runtime=docker` and restart dockerd")
+
+
+@dataclass
+class Check:
+    ok: bool
+    what: str
+    fix: str | None = None
+
+    def line(self) -> str:
+        return "%s %s%s" % ("✔" if self.ok else "✘", self.what,
+                            "\n    fix: %s" % self.fix if self.fix and not self.ok else "")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def min_driver(cuda: str) -> str | None:
+    return MIN_DRIVER.get(cuda.split(".")[0])
+
+
+def driver_problem(environment: str, cuda: str, driver: str | None) -> str | None:
+    """One sentence when this host's driver is too old for a CUDA stack; None when it will
+    do or cannot be known (no driver: the runtime check says so)."""
+    needed = min_driver(cuda)
+    if needed is None or driver is None:
+        return None
+    if _version(driver) >= _version(needed):
+        return None
+    return ("%s is built for CUDA %s, which needs NVIDIA driver >= %s; this host has %s: "
+            "upgrade the driver or use an older CUDA stack" % (environment, cuda, needed,
+                                                              driver))
+
+
+def gpu_state(client: Any, image: Any | None) -> tuple[bool, list[dict[str, str]], str | None]:
+    """(the engine has the NVIDIA runtime, the GPUs nvidia-smi lists, why it could not tell)."""
+    try:
+        runtimes = client.info().get("Runtimes") or {}
+    except engine.ENGINE_ERRORS as exc:
+        return False, [], engine.explain(exc)
+    if "nvidia" not in runtimes:
+        return False, [], None
+    if image is None:
+        return True, [], "no image to run nvidia-smi in yet"
+    gpus, problem = gpu.query(client, image, -1)
+    return True, gpus, problem
+
+
+def _reachable(url: str, timeout: float = 10) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):  # noqa: S310 - https only
+            return None
+    except Exception as exc:  # noqa: BLE001 - any failure is "does not answer"
+        return str(getattr(exc, "reason", exc))[:120]
+
+
+def _default_index_answers() -> str | None:
+    """pip's configured index (this host's configuration decides which one)."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "pip"],
+                              capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "no answer within 60 s"
+    return None if proc.returncode == 0 else " ".join((proc.stderr or "").split())[-160:]
+
+
+def checks(m: Matrix, matrix_dir: Any, data_dir: Any = None) -> list[Check]:
+    out: list[Check] = []
+    try:
+        client = engine.connect()
+    except UserError as exc:
+        return [Check(False, "Docker engine: %s" % exc, "on Debian/Ubuntu: `nox -s demo` "
+                      "installs and starts one; elsewhere: install Docker and start it")]
+    version = client.version().get("Version", "?")
+    who = "as root" if os.geteuid() == 0 else "as this user, without sudo"
+    out.append(Check(True, "Docker engine %s answers %s" % (version, who)))
+
+    base = next((img for img in client.images.list(filters={"label": "envbench.environment"})),
+                None)
+    runtime, gpus, problem = gpu_state(client, base)
+    out.append(Check(runtime, "NVIDIA runtime in the engine" if runtime else
+                     "NVIDIA runtime: this Docker engine has none (GPU targets cannot run)",
+                     NVIDIA_FIX))
+    driver = gpus[0]["driver"] if gpus else None
+    if gpus:
+        names = ", ".join("%s (%s)" % (g["name"], g["memory"]) for g in gpus)
+        out.append(Check(True, "GPUs: %s; driver %s" % (names, driver)))
+    else:
+        out.append(Check(False, "GPUs and driver: not read (%s)" % (
+            problem or "no NVIDIA runtime"), NVIDIA_FIX if not runtime else
+            "check `nvidia-smi` on the host"))
+    for name, env in m.environments.items():
+        if env.cuda:
+            needed = min_driver(env.cuda)
+            issue = driver_problem(name, env.cuda, driver)
+            if driver is None:
+                out.append(Check(False, "%s: CUDA %s needs driver >= %s; this host's driver is "
+                                 "unknown" % (name, env.cuda, needed or "?"),
+                                 "install the NVIDIA driver and runtime"))
+            else:
+                out.append(Check(issue is None, issue or "%s: CUDA %s needs driver >= %s, this "
+                                 "host has %s" % (name, env.cuda, needed, driver),
+                                 "upgrade the NVIDIA driver"))
+    out.append(_disk(client, m))
+    root = data_dir or dataset.default_cache()
+    ready = dataset.is_ready(root)
+    out.append(Check(ready, "CIFAR-10 in %s" % root if ready else
+                     "CIFAR-10 is not in %s (bench fetches it, 170 MB)" % root,
+                     "nox -s data, or offline: put cifar-10-python.tar.gz at %s" % root))
+    try:
+        client.api.inspect_distribution("debian:bookworm-slim")
+        out.append(Check(True, "a container registry answers the engine"))
+    except engine.ENGINE_ERRORS as exc:
+        out.append(Check(False, "no container registry answers the engine (%s)"
+                         % engine.explain(exc)[:100],
+                         "base images come from `nox -s base-image` (debootstrap); `nox -s "
+                         "demo` does this by itself"))
+    for url in sorted({u for u in (_index(name, env) for name, env in m.environments.items())
+                       if u}):
+        problem = _reachable(url.rstrip("/") + "/torch/")
+        out.append(Check(problem is None, "wheel index %s %s" % (
+            url, "answers" if problem is None else "does not answer (%s)" % problem),
+            "set PYTORCH_INDEX_URL to a mirror, or give the stack a wheelhouse:"))
+    problem = _default_index_answers()
+    out.append(Check(problem is None, "the default package index (pip's) %s" % (
+        "answers" if problem is None else "does not answer: %s" % problem),
+        "check pip's configuration (`pip config list`) and the network"))
+    return out
+
+
+def _index(name: str, env: Any) -> str | None:
+    try:
+        return sources.index_url(name, env)
+    except UserError:
+        return None
+
+
+def _disk(client: Any, m: Matrix) -> Check:
+    """Free space where the engine keeps images, against what the matrix may still build."""
+    try:
+        root = client.info().get("DockerRootDir") or "/var/lib/docker"
+        free = shutil.disk_usage(root).free
+    except (OSError, *engine.ENGINE_ERRORS):
+        return Check(False, "free disk for images: unknown (the engine's data is not on this "
+                     "machine)", "check `docker system df` on the engine's host")
+    built = {img.labels.get("envbench.environment") for img in
+             client.images.list(filters={"label": "envbench.environment"})}
+    todo = [name for name in m.environments if name not in built]
+    need = sum(IMAGE_BYTES[m.environments[name].kind] for name in todo)
+    return Check(free > need, "free disk for images: %.1f GB free, about %.1f GB to build "
+                 "(%d image(s))" % (free / 1e9, need / 1e9, len(todo)),
+                 "free space (`docker system prune`) or move the engine's data-root")
+
+
+def doctor(m: Matrix, matrix_dir: Any, data_dir: Any = None, out: TextIO = sys.stdout) -> int:
+    results = checks(m, matrix_dir, data_dir)
+    for check in results:
+        print(check.line(), file=out)
+    bad = sum(not c.ok for c in results)
+    print("%d check(s), %d to fix" % (len(results), bad), file=out)
+    return 0

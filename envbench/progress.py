@@ -1,0 +1,113 @@
+"""Progress of a matrix run: cells done of all, time so far, time left, and each running
+cell's epochs as bench prints them. A live bar on a terminal (rich), plain lines elsewhere
+(CI logs, pipes): never a silent minute either way."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, TextIO
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return "%dh%02dm" % (seconds // 3600, seconds % 3600 // 60) if seconds >= 3600 else \
+        "%dm%02ds" % (seconds // 60, seconds % 60) if seconds >= 60 else "%ds" % seconds
+
+
+class MatrixProgress:
+    """One per run: ``start(cell)``, ``line(text)`` for the cell's output, ``done(outcome)``."""
+
+    def __init__(self, total: int, out: TextIO, live: bool | None = None):
+        self.total, self.out = total, out
+        self.done_count = 0
+        self.started = time.perf_counter()
+        self.executed: list[float] = []  # seconds of cells that ran (cached ones take none)
+        self._cell_started = 0.0
+        self._label = ""
+        self._lock = threading.Lock()
+        self._bar: Any = None
+        if live if live is not None else _is_tty(out):
+            self._bar = _RichBar(total, out)
+
+    def start(self, index: int, label: str) -> None:
+        self._cell_started = time.perf_counter()
+        self._label = "[%d/%d] %s" % (index, self.total, label)
+        if self._bar is not None:
+            self._bar.describe(label)
+        else:
+            self._print("  running %s" % label)
+
+    def line(self, text: str) -> None:
+        """A line of the running cell's own output (its epochs)."""
+        self._print("    | %s" % text)
+
+    def done(self, outcome: str, executed: bool) -> None:
+        seconds = time.perf_counter() - self._cell_started
+        if executed:
+            self.executed.append(seconds)
+        self.done_count += 1
+        self._print("%s … %s  (%s)" % (self._label, outcome, self.timing()))
+        if self._bar is not None:
+            self._bar.advance()
+
+    def timing(self) -> str:
+        elapsed = time.perf_counter() - self.started
+        left = self.total - self.done_count
+        if not left:
+            return "done in %s" % _clock(elapsed)
+        if not self.executed:
+            return "%s so far" % _clock(elapsed)
+        eta = sum(self.executed) / len(self.executed) * left
+        return "%s so far, about %s left" % (_clock(elapsed), _clock(eta))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def _print(self, text: str) -> None:
+        with self._lock:
+            if self._bar is not None:
+                self._bar.print(text)
+            else:
+                print(text, file=self.out, flush=True)
+
+
+def _is_tty(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _RichBar:
+    """rich's live progress bar at the foot of the terminal, lines printed above it."""
+
+    def __init__(self, total: int, out: TextIO):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TimeRemainingColumn(), console=Console(file=out),
+                                 transient=True)
+        self.task = self.progress.add_task("cells", total=total)
+        self.progress.start()
+
+    def describe(self, label: str) -> None:
+        self.progress.update(self.task, description=label[:60])
+
+    def print(self, text: str) -> None:
+        self.progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def advance(self) -> None:
+        self.progress.advance(self.task)
+
+    def stop(self) -> None:
+        self.progress.stop()

@@ -1,0 +1,42 @@
+"""`nox -s demo` as a user runs it: it ends with a report comparing two real stacks, and
+the report's figures are the medians of the result files it wrote."""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+
+import pytest
+from conftest import envbench
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_demo_ends_with_a_report_of_its_two_stacks(base_tag, python_base, wheelhouse,
+                                                       tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("ENVBENCH_")}
+    reports = tmp_path / "demo"
+    proc = envbench(env, "demo", "--reports", reports, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "Traceback" not in proc.stdout
+    timing = re.search(r"demo: set-up \(engine, base, wheels, data\) \d+ s, image builds \d+ s, "
+                       r"cells \d+ s, report \d+ s; \d+ s in all", proc.stdout)
+    assert timing, proc.stdout[-2000:]
+    assert "demo: open %s" % (reports / "index.html").resolve() in proc.stdout
+
+    records = [json.loads(p.read_text()) for p in (reports / "results").glob("*.json")]
+    assert len(records) == 6 and all(r["status"] == "ok" for r in records)
+    environments = {r["cell"]["environment"] for r in records}
+    assert environments == {"debian-python3-torch", "torch2.13.0-cpu"}
+    torches = {r["cell"]["environment"]: r["env"]["torch"] for r in records}
+    assert torches["debian-python3-torch"].startswith("1.13")
+    assert torches["torch2.13.0-cpu"].startswith("2.13.0")
+    page = (reports / "index.html").read_text()
+    for name in environments:
+        median = statistics.median(r["summary"]["epoch_s_median"] for r in records
+                                   if r["cell"]["environment"] == name)
+        table = re.search(r'<table class="headline" data-environment="%s">(.*?)</table>'
+                          % re.escape(name), page, flags=re.S).group(1)
+        assert ">%.2f<" % median in table, (name, median)
+    synthetic = all(r["config"]["synthetic"] for r in records)
+    assert ("Every result here ran on synthetic data" in page) is synthetic

@@ -1,0 +1,65 @@
+"""The doctor on a real engine: every check is a line, GPU checks say what to fix; the
+driver comparison runs on nvidia-smi's real output format, from a probe image whose
+nvidia-smi is a script printing a given driver (the real probe needs a GPU machine)."""
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from envbench import doctor, gpu, matrix
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def fake_smi_image(client, base_tag, tmp_path):
+    (tmp_path / "nvidia-smi").write_text(
+        "#!/bin/sh\necho 'NVIDIA H200, 470.57.02, 143771 MiB'\n"
+        "echo 'NVIDIA H200, 470.57.02, 143771 MiB'\n")
+    (tmp_path / "Dockerfile").write_text(
+        "FROM %s\nCOPY nvidia-smi /usr/bin/nvidia-smi\nRUN chmod 755 /usr/bin/nvidia-smi\n"
+        % base_tag)
+    image, _ = client.images.build(path=str(tmp_path), tag="envbench-test/fake-smi:1",
+                                   rm=True, forcerm=True)
+    yield image
+    client.images.remove(image.id, force=True)
+
+
+def test_the_driver_comparison_reads_what_nvidia_smi_prints(client, fake_smi_image):
+    gpus, problem = gpu.query(client, fake_smi_image, 0)
+    assert problem is None
+    assert gpus == [{"name": "NVIDIA H200", "driver": "470.57.02", "memory": "143771 MiB"}] * 2
+    driver = gpus[0]["driver"]
+    too_old = doctor.driver_problem("torch2.5-cu124", "12.4", driver)
+    assert too_old == ("torch2.5-cu124 is built for CUDA 12.4, which needs NVIDIA driver >= "
+                       "525.60.13; this host has 470.57.02: upgrade the driver or use an "
+                       "older CUDA stack")
+    assert doctor.driver_problem("seed", "11.6", driver) is None  # 470 >= 450.80.02
+    assert doctor.driver_problem("new", "13.0", "580.65.06") is None
+    assert "needs NVIDIA driver >= 580.65.06" in doctor.driver_problem("new", "13.0", "575.1")
+
+
+def test_doctor_prints_every_check_with_the_gpu_ones_failing_and_their_fix(client):
+    if "nvidia" in (client.info().get("Runtimes") or {}):
+        pytest.skip("this engine has the NVIDIA runtime: the GPU checks pass here")
+    proc = subprocess.run([sys.executable, "-m", "envbench", "doctor"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stdout.splitlines()
+    checks = [line for line in lines if line[:1] in "✔✘"]
+    m = matrix.load(ROOT / "matrix.yaml")
+    cuda_stacks = [name for name, env in m.environments.items() if env.cuda]
+    assert len(checks) == 7 + len(cuda_stacks) + len(
+        {e.index_url for e in m.environments.values() if e.index_url})
+    assert checks[0].startswith("✔ Docker engine ")
+    assert checks[1] == "✘ NVIDIA runtime: this Docker engine has none (GPU targets cannot run)"
+    assert lines[lines.index(checks[1]) + 1].startswith("    fix: install nvidia-container-toolkit")
+    for name in cuda_stacks:
+        assert any(line.startswith("✘ %s: CUDA" % name) for line in checks)
+    assert lines[-1].startswith("%d check(s), " % len(checks))
+    out = io.StringIO()
+    assert doctor.doctor(m, ROOT, out=out) == 0 and "✘ GPUs and driver" in out.getvalue()
