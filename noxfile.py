@@ -24,6 +24,12 @@ def _envbench(session: nox.Session, *args: str) -> None:
     session.run("envbench", *args, *session.posargs)
 
 
+@nox.session(name="compare")
+def compare(session: nox.Session) -> None:
+    """Two runs' results, cell by cell: flag only the changes that clear the noise."""
+    _envbench(session, "compare")
+
+
 @nox.session(name="doctor")
 def doctor(session: nox.Session) -> None:
     """What this host can run: engine, NVIDIA runtime, GPUs, driver, disk, data, indexes."""

@@ -100,9 +100,23 @@ def parser() -> argparse.ArgumentParser:
     _locks(report, frozen=False)
     report.add_argument("--baseline", default=None, metavar="TARGET",
                         help="target that speedups are measured against (default: a cpu one)")
+    report.add_argument("--baseline-env", default=None, metavar="ENV",
+                        help="environment the head-to-head compares against (default: the "
+                             "write-up's stack where present, else the first)")
     report.add_argument("--target-accuracy", type=float, default=None, metavar="ACC",
                         help="accuracy for 'time to accuracy' (default: the matrix's, as "
                              "recorded in the results)")
+    compare = sub.add_parser("compare", help="the same cells in two runs: flag only the changes "
+                                             "that clear the noise")
+    compare.add_argument("old", type=Path, help="the earlier run's results (folder or file)")
+    compare.add_argument("new", type=Path, help="the later run's results")
+    compare.add_argument("--threshold", type=float, default=0.05, metavar="FRACTION",
+                         help="flag a change only when its interval lies wholly beyond this "
+                              "(default 0.05: 5%%)")
+    compare.add_argument("--fail-on-regression", action="store_true",
+                         help="exit 1 when a cell regressed (for CI)")
+    compare.add_argument("--out", type=Path, default=Path("reports") / "compare", metavar="DIR",
+                         help="where compare.html and compare.md go")
     p.set_defaults(commands=sub.choices)
     return p
 
@@ -141,6 +155,10 @@ def dispatch(args: argparse.Namespace) -> int:
         kwargs = {"url": args.url} if args.url else {}
         dataset.fetch(args.dir, **kwargs)
         return 0
+    if args.command == "compare":
+        from envbench import compare
+
+        return compare.main(args)
     if args.command == "doctor":
         from envbench import doctor, matrix
 

@@ -12,7 +12,7 @@ from typing import Any
 import jinja2
 
 from bench import result
-from envbench import charts, hardware, reference, reportdata, selection, stats
+from envbench import charts, hardware, headtohead, reference, reportdata, selection, stats
 from envbench.errors import UserError
 from envbench.reportdata import Group, variant_text
 
@@ -54,8 +54,13 @@ def jinja_env() -> jinja2.Environment:
 
 
 def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
-                  baseline: str | None, goal: float | None) -> dict[str, Any]:
+                  baseline: str | None, goal: float | None,
+                  baseline_env: str | None = None) -> dict[str, Any]:
     groups = reportdata.group(records)
+    base_env = headtohead.baseline_environment(groups, baseline_env)
+    if baseline_env is not None and base_env is None:
+        raise UserError("--baseline-env %s: no results for that environment (have: %s)"
+                        % (baseline_env, ", ".join(sorted({g.environment for g in groups}))))
     formats = {"s": _na("%.2f s"), "x": _na("%.2f×"),
                "share": lambda v: DASH if v is None else "%.1f%%" % (100 * v),
                "bytes": human_bytes}
@@ -85,6 +90,9 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
     failures = [(g, r) for g in groups for r in g.failed]
     repeats = sorted({len(g.records) for g in groups})
     return {
+        "head_to_head": headtohead.tables(groups, base_env), "baseline_env": base_env,
+        "cards": headtohead.cards(groups, speedups), "ladder": headtohead.ladder(groups),
+        "statistics": headtohead.STATISTICS,
         "groups": groups, "environments": environments, "baseline": base,
         "baseline_label": next((g.target_label for g in groups if g.target == base), base),
         "speedups": speedups, "effects": effects, "batch_sizes": sizes,
@@ -173,8 +181,9 @@ def results_csv(groups: list[Group]) -> str:
 
 
 # Markdown that a name or message could carry: emphasis, code, links and images ([ ] !),
-# tables (|), strikethrough (~), headings and lists only at a line start (newlines folded).
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
+# tables (|), strikethrough (~), math ($, which GitHub renders), headings and lists only at
+# a line start (newlines folded).
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#!$])")
 
 
 def markdown_safe(value: Any) -> Any:
@@ -190,21 +199,23 @@ def markdown_safe(value: Any) -> Any:
 
 
 def render(paths: list[Path], out: Path, baseline: str | None = None,
-           goal: float | None = None) -> dict[str, Path]:
+           goal: float | None = None, baseline_env: str | None = None) -> dict[str, Path]:
     """Report every valid result in ``paths`` (files or folders), naming the files left out."""
     loaded, skipped = reportdata.load(paths)
-    return render_loaded(loaded, skipped, out, baseline, goal, where=", ".join(map(str, paths)))
+    return render_loaded(loaded, skipped, out, baseline, goal, where=", ".join(map(str, paths)),
+                         baseline_env=baseline_env)
 
 
 def render_loaded(loaded: list[reportdata.Loaded], skipped: list[tuple[str, str]], out: Path,
                   baseline: str | None = None, goal: float | None = None,
-                  where: str = "the results") -> dict[str, Path]:
+                  where: str = "the results", baseline_env: str | None = None
+                  ) -> dict[str, Path]:
     records = [item.record for item in loaded]
     if not records:
         raise UserError("no results to report in %s (run `nox -s bench-cpu` first)%s"
                         % (where, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
                            if skipped else ""))
-    context = build_context(records, skipped, baseline, goal)
+    context = build_context(records, skipped, baseline, goal, baseline_env)
     env = jinja_env()
     out.mkdir(parents=True, exist_ok=True)
     written = {"html": out / "index.html", "md": out / "summary.md", "csv": out / "results.csv"}
@@ -270,7 +281,8 @@ def main(args: argparse.Namespace) -> int:
         loaded, skipped, where = current_results(
             args.matrix, args.reports, args.env, args.target, args.kind, args.quick,
             args.synthetic, args.data, args.locks)
-    written = render_loaded(loaded, skipped, out, args.baseline, args.target_accuracy, where)
+    written = render_loaded(loaded, skipped, out, args.baseline, args.target_accuracy, where,
+                            args.baseline_env)
     print("reported %d results; left out %d files%s" % (
         len(loaded), len(skipped), " (the page lists them with the reason)" if skipped else ""))
     for path, why in skipped[:5]:

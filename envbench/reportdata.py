@@ -240,6 +240,13 @@ class Group:
             return None
         return self.price * self.run_s / 3600.0
 
+    def cost_to_accuracy(self, goal: float | None) -> float | None:
+        """The money the time to accuracy costs at the target's price."""
+        seconds = self.time_to_accuracy(goal)
+        if seconds is None or self.price is None:
+            return None
+        return self.price * seconds / 3600.0
+
     def time_to_accuracy(self, goal: float | None) -> float | None:
         """Median training seconds until test accuracy first reaches ``goal``; None if never."""
         if goal is None:
@@ -367,15 +374,19 @@ def speedup(g: Group, base: Group) -> Speedup | None:
     return Speedup(g, base, ratio, ci)
 
 
-def _signature(g: Group, drop: tuple[str, ...] = (), across_targets: bool = False) -> str:
+def signature(g: Group, drop: tuple[str, ...] = (), across_targets: bool = False,
+              across_environments: bool = False) -> str:
     """The group's identity with some bench options left out: two groups with one signature
-    differ only in those options (and, across targets, in the target and its resources)."""
+    differ only in those options (across targets: also in the target and its resources;
+    across environments: also in the environment and its image)."""
     ident = g.identity
     fields = ident.fields(repeat=False)
     fields["options"] = {k: v for k, v in fields["options"].items() if k not in drop}
     fields["variant"] = variant_text({k: v for k, v in g.variant.items() if k not in drop})
     if across_targets:
         del fields["target"], fields["resources"]
+    if across_environments:
+        del fields["environment"], fields["image_id"]
     return json.dumps(fields, sort_keys=True)
 
 
@@ -389,10 +400,10 @@ def speedups(groups: list[Group], baseline: str | None) -> dict[tuple[str, ...],
     bases: dict[str, Group] = {}
     for g in groups:
         if g.target == baseline:
-            bases.setdefault(_signature(g, CROSS_TARGET_OPTIONS, across_targets=True), g)
+            bases.setdefault(signature(g, CROSS_TARGET_OPTIONS, across_targets=True), g)
     out = {}
     for g in groups:
-        base = bases.get(_signature(g, CROSS_TARGET_OPTIONS, across_targets=True))
+        base = bases.get(signature(g, CROSS_TARGET_OPTIONS, across_targets=True))
         if base is not None:
             s = speedup(g, base)
             if s is not None:
@@ -408,12 +419,12 @@ def effects(groups: list[Group]) -> list[tuple[str, Any, Group, Group, float]]:
         without: dict[str, Group] = {}
         for g in groups:
             if g.records[0]["config"].get(option) == base_value:
-                without.setdefault(_signature(g, (option,)), g)
+                without.setdefault(signature(g, (option,)), g)
         for g in groups:
             value = g.records[0]["config"].get(option)
             if option not in g.variant or value == base_value:
                 continue
-            base = without.get(_signature(g, (option,)))
+            base = without.get(signature(g, (option,)))
             if base is not None and base.epoch_s and g.epoch_s:
                 out.append((option, value, g, base, base.epoch_s / g.epoch_s))
     return out

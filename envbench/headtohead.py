@@ -1,0 +1,169 @@
+"""What the report leads with: environment against environment, and the page's answers.
+
+For each variant, a table with environments as rows and targets as columns: each cell's
+median epoch and its speed against the baseline environment on the same target, with a
+bootstrap confidence interval, and a verdict in words only where the interval excludes 1.
+Two cells are compared only when they differ in nothing but the environment (and its
+image): same target and resources, same bench options, data and --quick.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from envbench import reference, reportdata
+from envbench.reportdata import Group, Speedup, variant_text
+
+
+def verdict(s: Speedup | None) -> str:
+    """'1.52× faster (1.49–1.55)', '1.30× slower (1.25–1.35)' or 'no difference at this
+    noise'; the interval, not the point, decides."""
+    if s is None:
+        return "—"
+    if s.ci is None:
+        return "%.2f× (one measurement each: no interval)" % s.ratio
+    low, high = s.ci
+    if low > 1.0:
+        return "%.2f× faster (%.2f–%.2f)" % (s.ratio, low, high)
+    if high < 1.0:
+        return "%.2f× slower (%.2f–%.2f)" % (1.0 / s.ratio, 1.0 / high, 1.0 / low)
+    return "no difference at this noise (%.2f–%.2f)" % (low, high)
+
+
+def baseline_environment(groups: list[Group], wanted: str | None) -> str | None:
+    """As asked; else the write-up's stack, by what was measured; else the first one."""
+    names = sorted({g.environment for g in groups})
+    if wanted is not None:
+        return wanted if wanted in names else None
+    for g in groups:
+        if any(reference.is_seed_stack(r["env"]) for r in g.ok):
+            return g.environment
+    return names[0] if names else None
+
+
+@dataclass
+class Entry:
+    group: Group
+    versus: Speedup | None   # against the baseline environment's cell (None: it is that)
+    is_baseline: bool
+
+    @property
+    def verdict(self) -> str:
+        return "baseline" if self.is_baseline else verdict(self.versus)
+
+
+@dataclass
+class Table:
+    variant: str
+    marks: str
+    targets: list[tuple[str, str]]                      # (target, measured title)
+    rows: list[tuple[str, dict[str, Entry]]] = field(default_factory=list)
+
+
+def tables(groups: list[Group], baseline: str | None) -> list[Table]:
+    by_key: dict[tuple[str, str], list[Group]] = {}
+    for g in groups:
+        by_key.setdefault((variant_text(g.variant), " ".join(g.marks)), []).append(g)
+    out = []
+    for (variant, marks), members in by_key.items():
+        targets = list(dict.fromkeys(g.target for g in members))
+        titles = {g.target: g.title for g in members}
+        bases = {}
+        for g in members:
+            if g.environment == baseline:
+                bases.setdefault(reportdata.signature(g, across_environments=True), g)
+        table = Table(variant, marks, [(t, titles[t]) for t in targets])
+        environments = sorted({g.environment for g in members},
+                              key=lambda name: (name != baseline, name))
+        for name in environments:
+            row: dict[str, Entry] = {}
+            for g in members:
+                if g.environment != name:
+                    continue
+                base = bases.get(reportdata.signature(g, across_environments=True))
+                is_base = base is g
+                versus = reportdata.speedup(g, base) if base is not None and not is_base \
+                    else None
+                row.setdefault(g.target, Entry(g, versus, is_base))
+            table.rows.append((name, row))
+        out.append(table)
+    return out
+
+
+def cards(groups: list[Group], speedups: dict[Any, Speedup]) -> list[tuple[str, str, str]]:
+    """The page's answers: (question, answer, where)."""
+    ok = [g for g in groups if g.epoch_s is not None]
+    out = []
+    if ok:
+        fastest = min(ok, key=lambda g: g.epoch_s)
+        out.append(("Fastest configuration", "%.2f s/epoch" % fastest.epoch_s, _where(fastest)))
+    priced = [g for g in ok if g.cost_per_run is not None]
+    if priced:
+        cheapest = min(priced, key=lambda g: g.cost_per_run)
+        out.append(("Cheapest per run", _money(cheapest.cost_per_run), _where(cheapest)))
+    else:
+        out.append(("Cheapest per run", "—", "no price_per_hour in the matrix"))
+    gpu_over_cpu = [s for s in speedups.values()
+                    if s.group.device == "cuda" and s.baseline.device == "cpu"]
+    if gpu_over_cpu:
+        best = max(gpu_over_cpu, key=lambda s: s.ratio)
+        out.append(("Largest GPU/CPU speedup", "%.2f×" % best.ratio,
+                    "%s over %s" % (_where(best.group), best.baseline.title)))
+    else:
+        out.append(("Largest GPU/CPU speedup", "—", "no GPU and CPU cells of one stack"))
+    noisy = [g for g in ok if g.cv is not None]
+    if noisy:
+        worst = max(noisy, key=lambda g: g.cv)
+        out.append(("Noisiest cell", "CV %.1f%%" % (100 * worst.cv), _where(worst)))
+    return out
+
+
+def _where(g: Group) -> str:
+    variant = variant_text(g.variant)
+    return "%s · %s%s" % (g.environment, g.title, "" if variant == "—" else " · " + variant)
+
+
+def _money(value: float) -> str:
+    return "$%.2f" % value if value >= 1 else "$%.3g" % value
+
+
+def ladder(groups: list[Group]) -> list[dict[str, Any]]:
+    """The write-up's advice, measured: from the cell with every swept optimisation off, add
+    them one at a time in the order swept (the fastest value of each), each step against the
+    one before and against the start."""
+    rows: list[dict[str, Any]] = []
+    by_signature: dict[str, list[Group]] = {}
+    for option in reportdata.EFFECT_BASELINES:
+        for g in groups:
+            by_signature.setdefault(option + reportdata.signature(g, (option,)), []).append(g)
+    for start in groups:
+        swept = [o for o in start.variant if o in reportdata.EFFECT_BASELINES]
+        config = start.records[0]["config"]
+        if not swept or start.epoch_s is None or any(
+                config.get(o) != reportdata.EFFECT_BASELINES[o] for o in swept):
+            continue
+        current = start
+        steps = []
+        for option in swept:
+            key = option + reportdata.signature(current, (option,))
+            candidates = [g for g in by_signature.get(key, []) if g.epoch_s is not None
+                          and g.records[0]["config"].get(option)
+                          != reportdata.EFFECT_BASELINES[option]]
+            if not candidates:
+                continue
+            step = min(candidates, key=lambda g: g.epoch_s)
+            steps.append((option, step.records[0]["config"].get(option), current, step))
+            current = step
+        if steps:
+            rows.append({"start": start, "steps": [
+                {"option": option, "value": value, "group": step,
+                 "step": before.epoch_s / step.epoch_s, "total": start.epoch_s / step.epoch_s}
+                for option, value, before, step in steps]})
+    return rows
+
+
+STATISTICS = ("Each cell's figure is the median of its steady epochs (every epoch after the first) "
+              "within a repeat, then the median over repeats. Ratios are of those medians; their "
+              "95%% intervals are percentile bootstraps (%d resamples of the steady epochs of each "
+              "side, seed %d), and a verdict is given in words only when the interval excludes 1."
+              % (2000, 0))

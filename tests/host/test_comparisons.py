@@ -1,0 +1,210 @@
+"""The report's answers: environment against environment with an interval and a verdict,
+the cards, the optimisation ladder, time and cost to accuracy, and `compare` of two runs."""
+from __future__ import annotations
+
+import copy
+import random
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from report_fixture import make_record
+
+from bench import result
+from envbench import compare, headtohead, report, reportdata
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def scaled(record: dict, factor: float, rng: random.Random | None = None,
+           noise: float = 0.0) -> dict:
+    """The same measurement, every epoch `factor` times as long (plus relative noise)."""
+    out = copy.deepcopy(record)
+    for epoch in out["epochs"]:
+        jitter = 1 + (rng.uniform(-noise, noise) if rng else 0.0)
+        epoch["wall_s"] = round(epoch["wall_s"] * factor * jitter, 6)
+        epoch["samples_per_s"] = round(epoch["samples"] / epoch["wall_s"], 3)
+        epoch["phases_s"] = {k: round(v * factor * jitter, 6)
+                             for k, v in epoch["phases_s"].items()}
+    steady = [e["wall_s"] for e in out["epochs"][1:]]
+    out["summary"].update(epoch_s_median=statistics.median(steady),
+                          first_epoch_s=out["epochs"][0]["wall_s"],
+                          samples_per_s=statistics.median(e["samples_per_s"]
+                                                          for e in out["epochs"][1:]))
+    return out
+
+
+def write(folder: Path, records: list[dict]) -> Path:
+    for i, record in enumerate(records):
+        result.write_atomic(str(folder / ("%03d.json" % i)), record)
+    return folder
+
+
+def two_stacks(rng: random.Random, factor: float) -> list[dict]:
+    """The write-up's stack (named so it sorts last) and another, on a GPU and a CPU."""
+    records = []
+    for target in ("gpu", "cpu"):
+        for repeat in range(3):
+            seed = make_record("zz-seed", target, 256, repeat, rng, torch="1.12.1+cu116",
+                               cuda="11.6")
+            other = make_record("newer", target, 256, repeat, rng, torch="2.5.1+cu124",
+                                cuda="12.4")
+            records += [seed, scaled(other, factor)]
+    return records
+
+
+def _versus_cell(page: str, env: str, column: int) -> str:
+    row = re.search(r'<tr data-env="%s">(.*?)</tr>' % re.escape(env), page, flags=re.S).group(1)
+    return re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)[column]
+
+
+def test_two_environments_on_one_target_get_a_ratio_an_interval_and_a_verdict(tmp_path):
+    records = two_stacks(random.Random(1), factor=0.66)
+    page = report.render([write(tmp_path / "r", records)], tmp_path / "out")["html"].read_text()
+    # The baseline is the write-up's stack, found by what was measured, not by its name.
+    assert re.search(r"against\s+<b>zz-seed</b>", page)
+    assert "baseline" in _versus_cell(page, "zz-seed", 0)
+    groups = reportdata.group(records)
+    # Column 0 is the first target in the report's order: cpu.
+    seed = next(g for g in groups if g.environment == "zz-seed" and g.target == "cpu")
+    newer = next(g for g in groups if g.environment == "newer" and g.target == "cpu")
+    ratio = seed.epoch_s / newer.epoch_s
+    cell = _versus_cell(page, "newer", 0)
+    low, high = map(float, re.search(r"faster \((\d+\.\d+)–(\d+\.\d+)\)", cell).groups())
+    assert "%.2f× faster" % ratio in cell and low <= ratio <= high and low > 1
+    # Another baseline on request.
+    other = report.render([tmp_path / "r"], tmp_path / "o2", baseline_env="newer")
+    assert "slower" in _versus_cell(other["html"].read_text(), "zz-seed", 0)
+
+
+def test_no_verdict_when_the_interval_holds_one(tmp_path):
+    rng = random.Random(2)
+    records = [r for r in two_stacks(rng, factor=1.0)]
+    page = report.render([write(tmp_path / "r", records)], tmp_path / "out")["html"].read_text()
+    cell = _versus_cell(page, "newer", 0)
+    assert "no difference at this noise" in cell and "faster" not in cell
+
+
+def test_cards_answer_the_questions(tmp_path):
+    records = two_stacks(random.Random(3), factor=0.66)
+    context = report.build_context(records, [], None, 0.5)
+    cards = {question: (answer, where) for question, answer, where in context["cards"]}
+    groups = reportdata.group(records)
+    fastest = min(groups, key=lambda g: g.epoch_s)
+    assert cards["Fastest configuration"] == ("%.2f s/epoch" % fastest.epoch_s,
+                                              headtohead._where(fastest))
+    cheapest = min(groups, key=lambda g: g.cost_per_run)
+    assert cards["Cheapest per run"][0] == headtohead._money(cheapest.cost_per_run)
+    assert cards["Largest GPU/CPU speedup"][0].endswith("×")
+    noisiest = max(groups, key=lambda g: g.cv)
+    assert cards["Noisiest cell"][0] == "CV %.1f%%" % (100 * noisiest.cv)
+
+
+def test_the_ladder_has_one_row_per_swept_option(tmp_path):
+    rng = random.Random(4)
+    seconds = {("classic", "off"): 1.0, ("resident", "off"): 0.5,
+               ("classic", "bf16"): 0.8, ("resident", "bf16"): 0.4}
+    records = []
+    for (pipeline, amp), factor in seconds.items():
+        for repeat in range(2):
+            r = make_record("stack", "cpu", 256, repeat, rng)
+            r["cell"]["variant"] = {"pipeline": pipeline, "amp": amp}
+            r["config"].update(pipeline=pipeline, amp=amp)
+            records.append(scaled(r, factor))
+    chains = headtohead.ladder(reportdata.group(records))
+    assert len(chains) == 1
+    steps = chains[0]["steps"]
+    assert [(s["option"], s["value"]) for s in steps] == [("pipeline", "resident"),
+                                                           ("amp", "bf16")]
+    start = chains[0]["start"].epoch_s
+    assert steps[0]["total"] == pytest.approx(start / steps[0]["group"].epoch_s)
+    assert steps[1]["step"] == pytest.approx(steps[0]["group"].epoch_s
+                                             / steps[1]["group"].epoch_s)
+    assert steps[1]["total"] == pytest.approx(2.5, rel=0.05)  # 1.0 → 0.4
+    page = report.render([write(tmp_path / "r", records)], tmp_path / "out")["html"].read_text()
+    ladder = re.search(r'<table class="ladder">.*?</table>', page, flags=re.S).group(0)
+    assert ladder.count("<tr>") == 1 + 1 + 2  # header, start, one row per swept option
+
+
+def test_time_and_cost_to_accuracy(tmp_path):
+    records = two_stacks(random.Random(5), factor=0.66)
+    page = report.render([write(tmp_path / "r", records)], tmp_path / "out")["html"].read_text()
+    g = next(g for g in reportdata.group(records) if g.environment == "newer"
+             and g.target == "cpu")
+    seconds, money = g.time_to_accuracy(0.5), g.cost_to_accuracy(0.5)
+    assert money == pytest.approx(0.10 * seconds / 3600)
+    cell = _versus_cell(page, "newer", 0)
+    assert "to 50.0%%: %.2f s, %s" % (seconds, report.money(money)) in cell
+
+
+def _run_pair(tmp_path, changes: dict[int, float], noise: float) -> tuple[Path, Path]:
+    rng = random.Random(6)
+    old = []
+    for env in ("a", "b"):
+        for target in ("gpu", "cpu"):
+            for repeat in range(3):
+                old.append(make_record(env, target, 256, repeat, rng))
+    new = []
+    for i, record in enumerate(old):
+        factor = changes.get(i // 3, 1.0)  # cell index: 3 repeats each
+        new.append(scaled(record, factor, rng, noise))
+    return write(tmp_path / "old", old), write(tmp_path / "new", new)
+
+
+def test_compare_flags_exactly_the_cell_that_is_twenty_percent_slower(tmp_path):
+    old, new = _run_pair(tmp_path, {2: 1.20}, noise=0.01)  # cell 2: b × gpu
+    changes = compare.compare([r.record for r in reportdata.load([old])[0]],
+                              [r.record for r in reportdata.load([new])[0]])
+    flagged = {c.name: c.flag for c in changes if c.flag in ("regression", "improvement")}
+    assert flagged == {"b × gpu × batch_size=256": "regression"}
+    proc = subprocess.run([sys.executable, "-m", "envbench", "compare", str(old), str(new),
+                           "--out", str(tmp_path / "cmp"), "--fail-on-regression"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 1 and "1 regression(s)" in proc.stdout, proc.stdout + proc.stderr
+    assert subprocess.run([sys.executable, "-m", "envbench", "compare", str(old), str(new),
+                           "--out", str(tmp_path / "cmp")], cwd=ROOT,
+                          capture_output=True).returncode == 0
+
+
+def test_compare_flags_nothing_when_the_runs_differ_by_one_percent_noise(tmp_path):
+    old, new = _run_pair(tmp_path, {0: 1.01, 1: 0.99, 3: 1.01}, noise=0.01)
+    changes = compare.compare([r.record for r in reportdata.load([old])[0]],
+                              [r.record for r in reportdata.load([new])[0]])
+    assert len(changes) == 4 and {c.flag for c in changes} == {"no change"}
+
+
+def test_compare_shows_what_changed_in_the_stack_and_keeps_the_page_guarantees(tmp_path):
+    old, new = _run_pair(tmp_path, {0: 1.3}, noise=0.0)
+    for path in new.glob("*.json"):
+        record = result.json.loads(path.read_text())
+        if record["cell"]["environment"] == "a":
+            record["env"]["torch"] = "2.6.0"
+            record["cell"]["environment"] = "a"
+        result.write_atomic(str(path), record)
+    first = compare.render(compare.compare([r.record for r in reportdata.load([old])[0]],
+                                           [r.record for r in reportdata.load([new])[0]]),
+                           "<b>old</b>", "new", 0.05, tmp_path / "one", [])
+    again = compare.render(compare.compare([r.record for r in reportdata.load([old])[0]],
+                                           [r.record for r in reportdata.load([new])[0]]),
+                           "<b>old</b>", "new", 0.05, tmp_path / "two", [])
+    for kind in ("html", "md"):
+        assert first[kind].read_bytes() == again[kind].read_bytes()
+    page = first["html"].read_text()
+    assert "torch: <code>2.5.1</code> → <code>2.6.0</code>" in page
+    assert "<b>old</b>" not in page and "&lt;b&gt;old&lt;/b&gt;" in page
+    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', page, flags=re.I)
+    assert not re.search(r"url\((?!#)|@import|<link|<script|<iframe", page, flags=re.I)
+    assert "default-src 'none'" in page
+
+
+def test_the_compare_page_renders_in_a_browser(tmp_path):
+    from browser import assert_drawn, screenshot
+
+    old, new = _run_pair(tmp_path, {2: 1.2}, noise=0.01)
+    written = compare.render(compare.compare([r.record for r in reportdata.load([old])[0]],
+                                             [r.record for r in reportdata.load([new])[0]]),
+                             str(old), str(new), 0.05, tmp_path / "cmp", [])
+    assert_drawn(screenshot(written["html"], tmp_path, height=900))
