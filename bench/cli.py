@@ -14,6 +14,9 @@ from bench import result
 
 AMP = ("off", "fp16", "bf16")
 COMPILE = ("off", "default", "reduce-overhead", "max-autotune")
+MODELS = ("lenet", "lenet-gap", "lenet-dws")  # bench.model.MODELS, without importing torch
+PARALLEL = ("none", "dp", "ddp")
+ON_OFF = ("on", "off")
 
 
 def _positive(text):
@@ -41,6 +44,22 @@ def parser():
     p.add_argument("--batch-size", type=_positive, required=True)
     p.add_argument("--pipeline", choices=("classic", "resident"), required=True)
     p.add_argument("--workers", type=_non_negative, default=2, help="DataLoader workers (classic)")
+    p.add_argument("--model", choices=MODELS, default="lenet",
+                   help="lenet (the tutorial's), lenet-gap (global average pooling in place "
+                        "of the fully connected layers), lenet-dws (depthwise separable "
+                        "convolutions)")
+    p.add_argument("--parallel", choices=PARALLEL, default="none",
+                   help="dp: nn.DataParallel over the GPUs; ddp: DistributedDataParallel, one "
+                        "process per GPU (NCCL) or per CPU share (gloo)")
+    p.add_argument("--nproc", type=_positive, default=None,
+                   help="devices or ranks for dp/ddp (default: the visible GPUs; required "
+                        "for ddp on CPU)")
+    p.add_argument("--quantize-eval", choices=("off", "dynamic"), default="off",
+                   help="dynamic: test once more with int8 linear layers (CPU)")
+    p.add_argument("--pin-memory", choices=ON_OFF, default=None,
+                   help="pinned host memory for the classic loader (default: on for cuda)")
+    p.add_argument("--non-blocking", choices=ON_OFF, default=None,
+                   help="asynchronous host-to-device copies (default: on for cuda)")
     p.add_argument("--amp", choices=AMP, default="off")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--compile", choices=COMPILE, default="off")
@@ -59,6 +78,21 @@ def parser():
     return p
 
 
+def config_from(args):
+    """The options as the run uses them: the copy options' defaults follow the device."""
+    config = {k: v for k, v in vars(args).items() if k != "out"}
+    for key in ("pin_memory", "non_blocking"):
+        if config[key] is None:
+            config[key] = "on" if config["device"] == "cuda" else "off"
+    return config
+
+
+def parse_config(argv):
+    """Parse and resolve ``argv``: what the host calls to know a cell's config in advance."""
+    args = parser().parse_args(argv)
+    return args, config_from(args)
+
+
 class Terminated(Exception):
     """SIGTERM: `docker stop`, or an engine shutting down, asked bench to end."""
 
@@ -69,10 +103,9 @@ def _on_sigterm(signum, frame):
 
 def main(argv=None):
     started = time.perf_counter()
-    args = parser().parse_args(argv)
+    args, config = parse_config(argv)
     # Under docker's init, SIGTERM reaches bench: end with a record saying so, not silently.
     signal.signal(signal.SIGTERM, _on_sigterm)
-    config = {k: v for k, v in vars(args).items() if k != "out"}
     record = result.new_record(config)
     try:
         from bench import train  # imports torch: inside the try so a broken torch is recorded
@@ -91,7 +124,8 @@ def main(argv=None):
     except Exception as exc:
         record["error"] = describe(exc)
         expected = record["error"]["type"] in ("DataError", "UnsupportedOption",
-                                               "DeviceUnavailable", "OutOfMemory")
+                                               "DeviceUnavailable", "OutOfMemory",
+                                               "RankFailed")
         if not expected:
             traceback.print_exc()
         print("error: %s: %s" % (record["error"]["type"], record["error"]["message"]),

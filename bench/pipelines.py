@@ -1,9 +1,17 @@
 """Two ways to feed the same train step.
 
 classic:  the CIFAR-10 tutorial as people run it: PIL image per sample, ToTensor, Normalize,
-          DataLoader(shuffle=True, num_workers=2); pin_memory + non_blocking copies on CUDA.
+          DataLoader(shuffle=True, num_workers=2); pinned memory on CUDA unless
+          --pin-memory off. Under ddp each rank reads its shard through DistributedSampler,
+          as the write-up does (it repeats up to world_size - 1 samples so that every rank
+          has as many; the record counts them).
 resident: the whole set normalised once into one tensor on the device, shuffled each epoch
           with randperm on the device; a batch is an index, with no per-step host work.
+          Under ddp every rank draws the same permutation and takes every world_size-th
+          index from its rank on: the shards add up to the set once, with no repeats.
+
+``shard`` is (rank, world_size) under ddp, else None. ``batch_size`` is what one loader batch
+holds: under dp the trainer passes nproc x the per-device batch (dp scatters it).
 """
 from __future__ import annotations
 
@@ -45,20 +53,38 @@ class CifarDataset(torch.utils.data.Dataset):
 class Classic:
     name = "classic"
 
-    def __init__(self, train, test, device, batch_size, workers, seed):
+    def __init__(self, train, test, device, batch_size, workers, seed, pin_memory=False,
+                 shard=None):
         transforms = _torchvision_transforms()
         transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
-        pin = device.type == "cuda"
-        generator = torch.Generator().manual_seed(seed)
-        self.train_loader = torch.utils.data.DataLoader(
-            CifarDataset(train[0], train[1], transform), batch_size=batch_size, shuffle=True,
-            num_workers=workers, pin_memory=pin, generator=generator)
+        train_set = CifarDataset(train[0], train[1], transform)
+        self.sampler = None
+        if shard is not None:
+            from torch.utils.data.distributed import DistributedSampler
+
+            rank, world_size = shard
+            self.sampler = DistributedSampler(train_set, num_replicas=world_size, rank=rank,
+                                              shuffle=True, seed=seed)
+            self.train_loader = torch.utils.data.DataLoader(
+                train_set, batch_size=batch_size, sampler=self.sampler, num_workers=workers,
+                pin_memory=pin_memory)
+        else:
+            generator = torch.Generator().manual_seed(seed)
+            self.train_loader = torch.utils.data.DataLoader(
+                train_set, batch_size=batch_size, shuffle=True, num_workers=workers,
+                pin_memory=pin_memory, generator=generator)
         self.test_loader = torch.utils.data.DataLoader(
             CifarDataset(test[0], test[1], transform), batch_size=batch_size, shuffle=False,
-            num_workers=workers, pin_memory=pin)
+            num_workers=workers, pin_memory=pin_memory)
         self.train_size = len(train[1])
 
-    def train_batches(self):
+    def repeated_per_epoch(self):
+        """Samples DistributedSampler repeats so that every rank gets as many (all ranks)."""
+        return self.sampler.total_size - self.train_size if self.sampler is not None else 0
+
+    def train_batches(self, epoch=0):
+        if self.sampler is not None:
+            self.sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
         return iter(self.train_loader)
 
     def test_batches(self):
@@ -73,8 +99,10 @@ def normalise(images):
 class Resident:
     name = "resident"
 
-    def __init__(self, train, test, device, batch_size, workers, seed):
+    def __init__(self, train, test, device, batch_size, workers, seed, pin_memory=False,
+                 shard=None):
         self.batch_size = batch_size
+        self.shard = shard
         self.train_x = normalise(train[0].to(device))
         self.train_y = train[1].to(device)
         self.test_x = normalise(test[0].to(device))
@@ -82,10 +110,16 @@ class Resident:
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.train_size = len(train[1])
 
-    def train_batches(self):
+    def repeated_per_epoch(self):
+        return 0
+
+    def train_batches(self, epoch=0):
         order = torch.randperm(self.train_size, device=self.train_x.device,
                                generator=self.generator)
-        for start in range(0, self.train_size, self.batch_size):
+        if self.shard is not None:
+            rank, world_size = self.shard
+            order = order[rank::world_size]
+        for start in range(0, len(order), self.batch_size):
             index = order[start:start + self.batch_size]
             yield self.train_x[index], self.train_y[index]
 

@@ -24,7 +24,7 @@ _DEFS = SCHEMA_DOCUMENT["$defs"]
 REQUIRED = {section: tuple(_DEFS[section]["required"])
             for section in ("cell", "config", "env", "memory", "summary")}
 EPOCH_KEYS = tuple(_DEFS["epoch"]["required"])
-PHASES = tuple(_DEFS["epoch"]["properties"]["phases_s"]["required"])
+PHASES = tuple(_DEFS["phases"]["required"])
 
 
 def empty_cell():
@@ -41,6 +41,7 @@ def new_record(config):
         "config": config, "env": {}, "epochs": [],
         "memory": dict.fromkeys(REQUIRED["memory"]),
         "summary": dict.fromkeys(REQUIRED["summary"]),
+        "model": None, "parallel": None,
     }
 
 

@@ -1,6 +1,7 @@
 """The benchmark itself, top to bottom: set up, train N epochs timing every phase, evaluate."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import statistics
@@ -9,8 +10,8 @@ from time import perf_counter
 import torch
 from torch import nn
 
-from bench import compat, data, fingerprint, memory, result
-from bench.model import LeNet
+from bench import compat, data, fingerprint, memory, parallel, quantize, result
+from bench import model as model_info
 from bench.pipelines import PIPELINES
 from bench.timing import PhaseClock
 
@@ -45,15 +46,15 @@ def weights_sha256(model):
     return digest.hexdigest()
 
 
-def evaluate(model, pipeline, device, autocast, channels_last):
+def evaluate(model, pipeline, device, autocast, channels_last, non_blocking=True):
     """Test accuracy; the argmax counts stay on the device until the one .item() at the end."""
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=device)
     total = 0
     with torch.no_grad():
         for images, labels in pipeline.test_batches():
-            images = images.to(device, non_blocking=True)
-            labels = labels.to(device, non_blocking=True)
+            images = images.to(device, non_blocking=non_blocking)
+            labels = labels.to(device, non_blocking=non_blocking)
             if channels_last:
                 images = images.contiguous(memory_format=torch.channels_last)
             with autocast():
@@ -64,31 +65,78 @@ def evaluate(model, pipeline, device, autocast, channels_last):
     return correct.item() / max(total, 1)
 
 
+def check_copy_options(config):
+    """Pinned memory and asynchronous copies exist for host-to-GPU copies; asking for them on
+    a CPU run would measure nothing, so it is a clear error rather than a silent no-op."""
+    if config["device"] == "cuda":
+        return
+    for key, flag in (("pin_memory", "--pin-memory"), ("non_blocking", "--non-blocking")):
+        if config[key] == "on":
+            raise compat.UnsupportedOption("%s on needs --device cuda (it speeds host-to-GPU "
+                                           "copies; a CPU run makes none)" % flag)
+
+
 def run(config, record):
     """Train and fill ``record`` in place (so a failure keeps the epochs that finished)."""
-    device = select_device(config["device"])
+    check_copy_options(config)
+    world = parallel.plan(config)
+    if world.distributed:
+        parallel.run_ddp(config, record, world, train)
+    else:
+        train(config, record, world)
+    return record
+
+
+def train(config, record, world, store_path=None):
+    """One rank's run (the only one outside ddp). Rank 0 fills ``record``; under ddp the
+    others train their shard and send rank 0 their epoch figures."""
+    if world.distributed and world.device_index is not None:
+        device = torch.device("cuda", world.device_index)
+        select_device("cuda")
+    else:
+        device = select_device(config["device"])
     if config["deterministic"]:
         compat.make_deterministic()
     torch.backends.cudnn.benchmark = bool(config["cudnn_benchmark"]) and not config["deterministic"]
-    if config["threads"]:
-        torch.set_num_threads(config["threads"])
+    # Before seeding: describing the model builds one, which would draw from the seeded RNG.
+    record["model"] = model_info.describe(config["model"])
+    threads = parallel.split_threads(config["threads"] or torch.get_num_threads(), world)
+    torch.set_num_threads(threads)
     random.seed(config["seed"])
     torch.manual_seed(config["seed"])
     if device.type == "cuda":
+        torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
     record["env"] = fingerprint.collect(device)
+    record["parallel"] = world.record(config["batch_size"], threads)
+    quantize_eval = config["quantize_eval"] != "off"
+    if quantize_eval:
+        quantize.quantize_dynamic_fn()  # a clear error now, not after the training
+    if world.distributed:
+        joined = perf_counter()
+        parallel.join_group(world, store_path)
+        record["parallel"]["rendezvous_s"] = round(perf_counter() - joined, 6)
 
     # The tutorial's hyper-parameters are the CLI's defaults (bench/cli.py), in one place.
-    batch_size, accumulate = config["batch_size"], config["accumulate"]
+    accumulate = config["accumulate"]
+    loader_batch = config["batch_size"] * (world.size if world.mode == "dp" else 1)
+    non_blocking = config["non_blocking"] == "on"
     autocast = compat.autocast_factory(device, config["amp"])
     scaler = compat.grad_scaler(device, config["amp"])
     train_set, test_set = load_data(config)
-    pipeline = PIPELINES[config["pipeline"]](train_set, test_set, device, batch_size,
-                                             config["workers"], config["seed"])
-    net = LeNet().to(device)
+    pipeline = PIPELINES[config["pipeline"]](
+        train_set, test_set, device, loader_batch, config["workers"], config["seed"],
+        pin_memory=config["pin_memory"] == "on",
+        shard=(world.rank, world.size) if world.distributed else None)
+    record["parallel"]["repeated_samples_per_epoch"] = pipeline.repeated_per_epoch()
+    net = model_info.MODELS[config["model"]]().to(device)
     if config["channels_last"]:
         net = net.to(memory_format=torch.channels_last)
-    model = compat.compile_model(net, config["compile"])
+    wrapped = parallel.wrap(net, world)
+    model = compat.compile_model(wrapped, config["compile"])
+    # Outside ddp the test pass uses the model as trained (compiled too); under ddp rank 0
+    # tests alone, so it calls the network itself, which needs no other rank.
+    test_model = net if world.distributed else model
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(net.parameters(), lr=config["lr"], momentum=config["momentum"])
     clock = PhaseClock(cuda=device.type == "cuda")
@@ -98,55 +146,80 @@ def run(config, record):
         loss_sum = torch.zeros((), device=device)
         steps = samples = 0
         optimizer.zero_grad(set_to_none=True)
+        parallel.barrier(world)  # every rank starts the epoch's clock together
         start = perf_counter()
         clock.start_epoch()
-        for images, labels in pipeline.train_batches():
-            clock.mark("data")
-            images = images.to(device, non_blocking=True)
-            labels = labels.to(device, non_blocking=True)
-            if config["channels_last"]:
-                images = images.contiguous(memory_format=torch.channels_last)
-            clock.mark("h2d")
-            with autocast():
-                outputs = model(images)
-                loss = criterion(outputs, labels)
-            if forward_dtype is None:
-                # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
-                forward_dtype = str(outputs.dtype).replace("torch.", "")
-            loss_sum += loss.detach().float()
-            clock.mark("forward")
-            # Dividing by 1 would be one more kernel per step for nothing.
-            scaled = loss / accumulate if accumulate > 1 else loss
-            (scaler.scale(scaled) if scaler is not None else scaled).backward()
-            clock.mark("backward")
-            steps += 1
-            samples += labels.shape[0]
-            if steps % accumulate == 0:
+        # A rank whose shard ran out early keeps answering the others' gradient all-reduces.
+        with (wrapped.join() if world.distributed else contextlib.nullcontext()):
+            for images, labels in pipeline.train_batches(epoch):
+                clock.mark("data")
+                images = images.to(device, non_blocking=non_blocking)
+                labels = labels.to(device, non_blocking=non_blocking)
+                if config["channels_last"]:
+                    images = images.contiguous(memory_format=torch.channels_last)
+                clock.mark("h2d")
+                with autocast():
+                    outputs = model(images)
+                    loss = criterion(outputs, labels)
+                if forward_dtype is None:
+                    # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
+                    forward_dtype = str(outputs.dtype).replace("torch.", "")
+                loss_sum += loss.detach().float()
+                clock.mark("forward")
+                # Dividing by 1 would be one more kernel per step for nothing.
+                scaled = loss / accumulate if accumulate > 1 else loss
+                (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                clock.mark("backward")
+                steps += 1
+                samples += labels.shape[0]
+                if steps % accumulate == 0:
+                    _step(optimizer, scaler)
+                clock.mark("optimizer")
+            if steps % accumulate:  # the epoch's last, short accumulation group
                 _step(optimizer, scaler)
-            clock.mark("optimizer")
-        if steps % accumulate:  # the epoch's last, short accumulation group
-            _step(optimizer, scaler)
-            clock.mark("optimizer")
+                clock.mark("optimizer")
         phases = clock.resolve()
         wall = perf_counter() - start
+        gathered = parallel.gather(world, [wall, samples, steps]
+                                   + [phases[p] for p in result.PHASES])
+        ranks = [{"rank": rank, "wall_s": round(row[0], 6), "samples": int(row[1]),
+                  "steps": int(row[2]),
+                  "phases_s": {p: round(v, 6) for p, v in zip(result.PHASES, row[3:])}}
+                 for rank, row in enumerate(gathered)]
+        if not world.main:
+            continue
         train_loss = result.finite_or_none((loss_sum / max(steps, 1)).item())
         test_start = perf_counter()
-        accuracy = evaluate(model, pipeline, device, autocast, config["channels_last"])
+        accuracy = evaluate(test_model, pipeline, device, autocast, config["channels_last"],
+                            non_blocking)
         test_s = perf_counter() - test_start
-        record["epochs"].append({
-            "epoch": epoch, "wall_s": round(wall, 6), "samples": samples,
-            "samples_per_s": round(samples / wall, 3), "phases_s": phases,
+        # The epoch lasts as long as its slowest rank; its phases are that rank's.
+        slowest = max(ranks, key=lambda r: r["wall_s"])
+        wall = slowest["wall_s"]
+        samples = sum(r["samples"] for r in ranks)
+        entry = {
+            "epoch": epoch, "wall_s": wall, "samples": samples,
+            "samples_per_s": round(samples / wall, 3), "phases_s": slowest["phases_s"],
             "train_loss": train_loss, "test_acc": accuracy, "test_s": round(test_s, 6),
-        })
+        }
+        if world.distributed:
+            entry["ranks"] = ranks
+        record["epochs"].append(entry)
         print("epoch %d/%d  %.2f s  %.0f img/s  loss %s  acc %.2f%%  (test %.2f s)"
               % (epoch + 1, config["epochs"], wall, samples / wall,
                  "%.4f" % train_loss if train_loss is not None else "not finite",
                  100 * accuracy, test_s), flush=True)
 
-    record["memory"] = memory.snapshot(device)
-    record["summary"] = summarise(record["epochs"], weights_sha256(net), forward_dtype)
-    if config.get("save_weights"):
-        torch.save(net.state_dict(), config["save_weights"])
+    if world.main:
+        if quantize_eval:
+            record["quantized_eval"] = quantize.evaluate(net, pipeline.test_batches())
+        record["memory"] = memory.snapshot(device)
+        record["summary"] = summarise(record["epochs"], weights_sha256(net), forward_dtype)
+        if config.get("save_weights"):
+            torch.save(net.state_dict(), config["save_weights"])
+    parallel.barrier(world)  # the others wait for rank 0's test pass before leaving
+    if world.distributed:
+        parallel.leave_group()
     return record
 
 

@@ -77,11 +77,16 @@ def bench_args(cell: Cell, res: Resources, synthetic: bool) -> list[str]:
     args = ["--device", res.device, "--epochs", s["epochs"], "--batch-size", s["batch_size"],
             "--pipeline", s["pipeline"], "--workers", s["workers"], "--amp", s["amp"],
             "--compile", s["compile"], "--accumulate", s["accumulate"], "--seed", s["seed"],
-            "--threads", res.threads]
+            "--threads", res.threads, "--model", s["model"], "--parallel", s["parallel"],
+            "--quantize-eval", s["quantize_eval"]]
     args += ["--synthetic"] if synthetic else ["--data", "/data"]
-    for flag, key in (("--limit", "limit"), ("--limit-test", "limit_test")):
+    for flag, key in (("--limit", "limit"), ("--limit-test", "limit_test"),
+                      ("--pin-memory", "pin_memory"), ("--non-blocking", "non_blocking")):
         if s[key] is not None:
             args += [flag, s[key]]
+    # nproc counts dp/ddp devices: a sweep of parallel: [none, ddp] leaves the none cells alone.
+    if s["nproc"] is not None and s["parallel"] != "none":
+        args += ["--nproc", s["nproc"]]
     for flag, key in (("--channels-last", "channels_last"), ("--deterministic", "deterministic")):
         if s[key]:
             args.append(flag)
@@ -91,11 +96,9 @@ def bench_args(cell: Cell, res: Resources, synthetic: bool) -> list[str]:
 def bench_config(args: list[str]) -> dict[str, Any]:
     """The config section bench will record for these arguments: bench's own parser decides,
     so the host's idea of a cell's options cannot drift from what bench runs."""
-    from bench.cli import parser
+    from bench.cli import parse_config
 
-    parsed = vars(parser().parse_args(args + ["--out", "result.json"]))
-    parsed.pop("out")
-    return parsed
+    return parse_config(args + ["--out", "result.json"])[1]
 
 
 @dataclass(frozen=True)

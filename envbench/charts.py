@@ -168,3 +168,34 @@ def effect_bars(effects: list[tuple[str, Any, Group, Group, float]]) -> str | No
     ax.set_xlabel("speedup over the same cell without the option (×; >1 is faster)")
     ax.grid(axis="x", alpha=0.3)
     return to_svg(fig, "effects")
+
+
+@_plain_text
+def scaling(rows: list[Any], reference: tuple[float, float]) -> str | None:
+    """Speedup against world size per environment, target and mode, with the ideal line and
+    the write-up's two-GPU band (``rows`` are envbench.scaling.ScalingRow)."""
+    lines: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        g = row.group
+        name = "%s · %s · %s%s" % (g.environment, g.target_label, row.mode,
+                                   "" if row.rest == "—" else " · " + row.rest)
+        lines.setdefault(name, [(1, 1.0)]).append((row.world_size, row.speedup.ratio))
+    if not lines:
+        return None
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.add_subplot()
+    sizes = sorted({p[0] for pts in lines.values() for p in pts})
+    ax.plot(sizes, sizes, linestyle="--", color="#999999", label="ideal (speedup = devices)")
+    ax.fill_between([1.9, 2.1], [reference[0]] * 2, [reference[1]] * 2, color="#f28e2b",
+                    alpha=0.25, label="write-up: %.1f–%.1f× on two GPUs (reference)" % reference)
+    for i, (name, points) in enumerate(sorted(lines.items())):
+        points = sorted(points)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name,
+                color=COLOURS[i % len(COLOURS)])
+    ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.set_xlabel("devices (GPUs, or CPU ranks sharing the cores)")
+    ax.set_ylabel("speedup over one device (×)")
+    ax.grid(alpha=0.3)
+    # Beside the axes: the lines meet at one device, where a legend inside would cover them.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return to_svg(fig, "scaling")

@@ -21,6 +21,8 @@ MAX_BYTES = 32 * 2**20  # a 5-epoch result is ~10 kB; a larger file is not one o
 MAX_DEPTH = 32
 MAX_INT_DIGITS = 18  # beyond int64: no count, size or seed is that large
 SCHEMA_1 = "envbench.result/1"
+SCHEMA_2 = "envbench.result/2"
+OLDER = (SCHEMA_1, SCHEMA_2)
 
 
 class InvalidResult(ValueError):
@@ -104,10 +106,13 @@ def check(record: Any) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise InvalidResult("not a result: the file holds no JSON object")
     if record.get("schema") == SCHEMA_1:
-        record = upgrade_1(record)
+        record = upgrade_2(upgrade_1(record))
+    elif record.get("schema") == SCHEMA_2:
+        record = upgrade_2(record)
     elif record.get("schema") != result.SCHEMA:
-        raise InvalidResult("schema %s is not one this envbench reads (it reads %s and %s)"
-                            % (_short(repr(record.get("schema")), 60), result.SCHEMA, SCHEMA_1))
+        raise InvalidResult("schema %s is not one this envbench reads (it reads %s, %s and %s)"
+                            % (_short(repr(record.get("schema")), 60), result.SCHEMA,
+                               SCHEMA_2, SCHEMA_1))
     error = best_match(_VALIDATOR.iter_errors(record))
     if error is not None:
         where = _where(error.absolute_path)
@@ -136,7 +141,7 @@ def upgrade_1(old: dict[str, Any]) -> dict[str, Any]:
     was the sum of two peaks taken at different times, which is no peak: it is dropped.
     """
     record = copy.deepcopy(old)
-    record["schema"] = result.SCHEMA
+    record["schema"] = SCHEMA_2
     record["upgraded_from"] = SCHEMA_1
     sections = [record.get(k) for k in ("cell", "config", "env", "memory", "summary")]
     if not all(isinstance(s, dict) for s in sections):
@@ -162,4 +167,35 @@ def upgrade_1(old: dict[str, Any]) -> dict[str, Any]:
     for key in ("process_rss_peak_bytes", "child_rss_peak_bytes", "swap_peak_method"):
         memory.setdefault(key, None)
     summary.setdefault("forward_dtype", None)
+    return record
+
+
+# What every schema-2 bench ran: the tutorial's LeNet on one device (2 x its multiply-adds).
+LENET = {"name": "lenet", "parameters": 62006, "flops_per_image": 1303440}
+
+
+def upgrade_2(old: dict[str, Any]) -> dict[str, Any]:
+    """A schema-2 record in schema 3's shape: the options schema 2 did not have were fixed.
+
+    Schema-2 bench always trained the tutorial's LeNet on one device, tested in float, and
+    pinned memory and copied asynchronously exactly when the device was cuda.
+    """
+    record = copy.deepcopy(old)
+    record["schema"] = result.SCHEMA
+    record.setdefault("upgraded_from", SCHEMA_2)
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return record  # the schema check names what is missing
+    cuda = "on" if config.get("device") == "cuda" else "off"
+    for key, default in (("model", "lenet"), ("parallel", "none"), ("nproc", None),
+                         ("quantize_eval", "off"), ("pin_memory", cuda),
+                         ("non_blocking", cuda)):
+        config.setdefault(key, default)
+    batch = config.get("batch_size")
+    ran = record.get("status") == "ok" or bool(record.get("epochs"))
+    record.setdefault("model", dict(LENET) if ran else None)
+    record.setdefault("parallel", {
+        "mode": "none", "world_size": 1, "backend": None, "per_device_batch": batch,
+        "global_batch": batch, "threads_per_rank": (record.get("env") or {}).get("threads"),
+    } if ran else None)
     return record

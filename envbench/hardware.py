@@ -32,8 +32,9 @@ def _claims(label: str) -> list[str]:
     return claims
 
 
-def measured_name(env: dict[str, Any], device: str | None) -> str | None:
-    """'NVIDIA H200', '2 × NVIDIA H200', or 'AMD EPYC 7B13 · 2 threads'; None if not measured."""
+def measured_name(env: dict[str, Any], device: str | None, ranks: int = 1) -> str | None:
+    """'NVIDIA H200', '2 × NVIDIA H200', 'AMD EPYC 7B13 · 2 threads', or under ddp on CPU
+    'AMD EPYC 7B13 · 2 ranks × 1 thread'; None if not measured."""
     if device == "cuda":
         name = env.get("device_name")
         if not name:
@@ -44,8 +45,10 @@ def measured_name(env: dict[str, Any], device: str | None) -> str | None:
     if not model:
         return None
     threads = env.get("threads")
-    return "%s · %d thread%s" % (model, threads, "" if threads == 1 else "s") \
-        if isinstance(threads, int) else model
+    if not isinstance(threads, int):
+        return model
+    per_rank = "%d thread%s" % (threads, "" if threads == 1 else "s")
+    return "%s · %s" % (model, per_rank if ranks <= 1 else "%d ranks × %s" % (ranks, per_rank))
 
 
 def contradiction(label: str | None, env: dict[str, Any], device: str | None) -> str | None:

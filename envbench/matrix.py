@@ -31,7 +31,8 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}")
 CPUSET = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
 SIZE = r"^\d+[kmg]?$"  # Docker's --memory grammar, lower-case units
-SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers")
+SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers",
+             "model", "parallel", "nproc", "quantize_eval", "pin_memory", "non_blocking")
 MAX_CELLS = 10_000
 WEEK_S = 7 * 24 * 3600
 
@@ -230,11 +231,25 @@ class Settings(_Strict):
     deterministic: Flag = False
     limit: Optional[Count] = None
     limit_test: Optional[Count] = None
+    model: Literal["lenet", "lenet-gap", "lenet-dws"] = "lenet"
+    # --batch-size is per device: dp and ddp train nproc x batch_size images per step.
+    parallel: Literal["none", "dp", "ddp"] = "none"
+    nproc: Optional[Count] = None
+    quantize_eval: Literal["off", "dynamic"] = "off"
+    # None: bench's default, on for cuda and off for cpu (a CPU run makes no device copies).
+    pin_memory: Optional[Literal["on", "off"]] = None
+    non_blocking: Optional[Literal["on", "off"]] = None
 
-    @field_validator("amp", "compile", mode="before")
+    @field_validator("amp", "compile", "quantize_eval", mode="before")
     @classmethod
     def _yaml_off(cls, value: Any) -> Any:
         return "off" if value is False else value  # YAML 1.1 reads a bare `off` as false
+
+    @field_validator("pin_memory", "non_blocking", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads bare `on`/`off` as true/false; the file meant the words.
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
 class Benchmark(Settings):
@@ -313,6 +328,22 @@ class Matrix(_Strict):
         if count > MAX_CELLS:
             raise ValueError("the matrix expands to %d cells (at most %d): fewer environments, "
                              "targets, sweep values or repeats" % (count, MAX_CELLS))
+        return self
+
+    @model_validator(mode="after")
+    def _parallel_fits_targets(self) -> Matrix:
+        """ddp on a CPU target needs a rank count: without one every such cell would fail."""
+        bench = self.benchmark
+        modes = set(bench.sweep.get("parallel", (bench.parallel,)))
+        counts = set(bench.sweep.get("nproc", (bench.nproc,)))
+        if "ddp" not in modes or None not in counts:
+            return self
+        for env_name in self.environments:
+            for target_name in self.targets_for(env_name):
+                if self.targets[target_name].device == "cpu":
+                    raise ValueError("benchmark.parallel: ddp on the CPU target %r needs "
+                                     "benchmark.nproc (the number of processes to split its "
+                                     "cores between)" % target_name)
         return self
 
     def cell_count(self) -> int:

@@ -38,6 +38,8 @@ def _is_write_up_setup(record: dict[str, Any]) -> bool:
     return (config.get("pipeline") == "classic" and config.get("amp") == "off"
             and not config.get("channels_last") and config.get("compile") == "off"
             and config.get("accumulate") == 1 and not cell.get("quick")
+            and config.get("model", "lenet") == "lenet"
+            and config.get("parallel", "none") == "none"
             and is_seed_stack(record["env"]))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import jinja2
 
 from bench import result
-from envbench import charts, hardware, headtohead, reference, reportdata, selection, stats
+from envbench import charts, hardware, headtohead, reference, reportdata, scaling, selection, stats
 from envbench.errors import UserError
 from envbench.reportdata import Group, variant_text
 
@@ -88,10 +88,13 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
     batch_table = [(env, label, rest, row) for (env, label, rest), row in batch_rows.items()]
     columns, rows, values, differ = reportdata.fingerprints(groups)
     failures = [(g, r) for g in groups for r in g.failed]
+    scaling_rows = scaling.rows(groups)
     repeats = sorted({len(g.records) for g in groups})
     return {
         "head_to_head": headtohead.tables(groups, base_env), "baseline_env": base_env,
         "cards": headtohead.cards(groups, speedups), "ladder": headtohead.ladder(groups),
+        "scaling": scaling_rows, "scaling_reference": scaling.WRITE_UP_TWO_GPUS,
+        "models": scaling.model_rows(groups),
         "statistics": headtohead.STATISTICS,
         "groups": groups, "environments": environments, "baseline": base,
         "baseline_label": next((g.target_label for g in groups if g.target == base), base),
@@ -110,6 +113,7 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
             "speedup_batch": charts.speedup_by_batch(list(speedups.values())),
             "curves": charts.curves(groups),
             "effects": charts.effect_bars(effects),
+            "scaling": charts.scaling(scaling_rows, scaling.WRITE_UP_TWO_GPUS),
         },
     }
 
@@ -143,7 +147,8 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
     *[(key, _field("summary", key))
       for key in ("epoch_s_median", "first_epoch_s", "samples_per_s", "final_test_acc")],
     *[("phase_%s_s" % p, _phase_median(p)) for p in result.PHASES],
-    ("measured_hardware", lambda r: hardware.measured_name(r["env"], r["config"].get("device"))),
+    ("measured_hardware", lambda r: hardware.measured_name(
+        r["env"], r["config"].get("device"), (r.get("parallel") or {}).get("world_size") or 1)),
     ("quick", _field("cell", "quick")),
     ("data", lambda r: (r["cell"].get("data") or {}).get("source")),
     ("threads", _field("config", "threads")),
@@ -153,6 +158,17 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
     *[(key, _field("memory", key))
       for key in ("gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes", "cgroup_peak_bytes",
                   "process_rss_peak_bytes", "child_rss_peak_bytes", "swap_peak_bytes")],
+    ("model", _field("config", "model")),
+    ("parameters", lambda r: (r.get("model") or {}).get("parameters")),
+    ("flops_per_image", lambda r: (r.get("model") or {}).get("flops_per_image")),
+    ("parallel", _field("config", "parallel")),
+    ("world_size", lambda r: (r.get("parallel") or {}).get("world_size")),
+    ("global_batch", lambda r: (r.get("parallel") or {}).get("global_batch")),
+    ("quantized_test_acc", lambda r: (r.get("quantized_eval") or {}).get("test_acc")),
+    ("quantized_test_s", lambda r: (r.get("quantized_eval") or {}).get("test_s")),
+    ("float_cpu_test_s", lambda r: (r.get("quantized_eval") or {}).get("float_test_s")),
+    ("pin_memory", _field("config", "pin_memory")),
+    ("non_blocking", _field("config", "non_blocking")),
     ("price_per_hour", _field("cell", "price_per_hour")),
     ("cost_per_epoch", _cost_per_epoch),
     *[(key, _field("env", key)) for key in ("torch", "cuda", "device_name")],

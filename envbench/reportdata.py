@@ -16,7 +16,9 @@ from envbench.identity import Identity
 NOISY_CV = 0.05
 # The value each swept optimisation is measured against ("what you get without it").
 EFFECT_BASELINES: dict[str, Any] = {"amp": "off", "pipeline": "classic", "compile": "off",
-                                    "channels_last": False, "accumulate": 1, "workers": 2}
+                                    "channels_last": False, "accumulate": 1, "workers": 2,
+                                    "model": "lenet", "pin_memory": "off",
+                                    "non_blocking": "off"}
 FINGERPRINT_KEYS = ("torch", "torchvision", "cuda", "cudnn", "python", "driver", "device_name",
                     "gpu_count", "compute_capability", "cpu_model", "cpu_count", "threads")
 # The cell's resources as the host planned them (rows of the fingerprint table).
@@ -76,7 +78,8 @@ class Group:
     def measured_names(self) -> list[str]:
         names = []
         for r in self.ok or self.records:
-            name = hardware.measured_name(r["env"], self.device)
+            ranks = (r.get("parallel") or {}).get("world_size") or 1
+            name = hardware.measured_name(r["env"], self.device, ranks)
             if name and name not in names:
                 names.append(name)
         return names
@@ -390,8 +393,9 @@ def signature(g: Group, drop: tuple[str, ...] = (), across_targets: bool = False
     return json.dumps(fields, sort_keys=True)
 
 
-# Across targets these options differ by design: the device, and the threads it was given.
-CROSS_TARGET_OPTIONS = ("device", "threads")
+# Across targets these options differ by design: the device, the threads it was given, and
+# the copy options whose defaults follow the device (on for cuda, off for cpu).
+CROSS_TARGET_OPTIONS = ("device", "threads", "pin_memory", "non_blocking")
 
 
 def speedups(groups: list[Group], baseline: str | None) -> dict[tuple[str, ...], Speedup]:

@@ -24,16 +24,23 @@ def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Rand
                 torch: str = "2.5.1", cuda: str | None = "12.4", factor: float = 1.0,
                 quick: bool = False, label: str | None = None,
                 device_name: str | None = None) -> dict:
-    """A schema-2 result as the host would store it, with the write-up's shape of figures."""
+    """A schema-3 result as the host would store it, with the write-up's shape of figures."""
     device, default_label, price, at256, at32 = TARGETS[target]
     base = (at256 if batch == 256 else at32) * factor
     config = {"device": device, "data": "/data", "synthetic": False, "epochs": 5,
               "batch_size": batch, "pipeline": "classic", "workers": 2, "amp": "off",
               "channels_last": False, "compile": "off", "accumulate": 1, "threads": 8,
               "seed": 0, "deterministic": True, "cudnn_benchmark": False, "lr": 0.001,
-              "momentum": 0.9, "limit": None, "limit_test": None, "save_weights": None}
+              "momentum": 0.9, "limit": None, "limit_test": None, "save_weights": None,
+              "model": "lenet", "parallel": "none", "nproc": None, "quantize_eval": "off",
+              "pin_memory": "on" if device == "cuda" else "off",
+              "non_blocking": "on" if device == "cuda" else "off"}
     record = result.new_record(config)
     record["status"] = "ok"
+    record["model"] = {"name": "lenet", "parameters": 62006, "flops_per_image": 1303440}
+    record["parallel"] = {"mode": "none", "world_size": 1, "backend": None,
+                          "per_device_batch": batch, "global_batch": batch,
+                          "threads_per_rank": 8}
     record["written_at"] = "2026-12-01T10:00:%02dZ" % repeat
     record["cell"] = {"environment": env, "target": target,
                       "target_label": default_label if label is None else label,

@@ -14,7 +14,7 @@ import pytest
 from report_fixture import make_record
 
 from bench import result
-from envbench import compare, headtohead, report, reportdata
+from envbench import compare, headtohead, report, reportdata, scaling
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,6 +127,42 @@ def test_the_ladder_has_one_row_per_swept_option(tmp_path):
     page = report.render([write(tmp_path / "r", records)], tmp_path / "out")["html"].read_text()
     ladder = re.search(r'<table class="ladder">.*?</table>', page, flags=re.S).group(0)
     assert ladder.count("<tr>") == 1 + 1 + 2  # header, start, one row per swept option
+
+
+def _parallel(record: dict, mode: str, world: int) -> dict:
+    out = copy.deepcopy(record)
+    out["cell"]["variant"] = {"parallel": mode, "nproc": world}
+    out["config"].update(parallel=mode, nproc=None if mode == "none" else world)
+    out["parallel"].update(mode=mode, world_size=world, backend=None if mode == "none" else "gloo",
+                           global_batch=256 * world)
+    return out
+
+
+def test_the_scaling_table_gives_speedup_and_efficiency_against_one_device(tmp_path):
+    rng = random.Random(6)
+    records = []
+    # One device 1.0; ddp on 2 ranks 0.6 (1.67x, 83%); ddp on 4 ranks 0.5 (2x, 50%).
+    for repeat in range(3):
+        r = make_record("stack", "cpu", 256, repeat, rng)
+        records += [_parallel(r, "none", 1), scaled(_parallel(r, "ddp", 2), 0.6),
+                    scaled(_parallel(r, "ddp", 4), 0.5)]
+    # A stack with no one-device cell gets no row (there is nothing to scale against).
+    lone = _parallel(make_record("lonely", "cpu", 256, 0, rng), "ddp", 2)
+    rows = scaling.rows(reportdata.group(records + [lone]))
+    assert [(r.group.environment, r.mode, r.world_size) for r in rows] == [
+        ("stack", "ddp", 2), ("stack", "ddp", 4)]
+    assert rows[0].speedup.ratio == pytest.approx(1 / 0.6, rel=0.03)
+    assert rows[0].efficiency == pytest.approx(1 / 0.6 / 2, rel=0.03)
+    assert rows[1].efficiency == pytest.approx(0.5, rel=0.03)
+    assert rows[0].speedup.ci[0] < rows[0].speedup.ratio < rows[0].speedup.ci[1]
+    assert (rows[0].per_device_batch, rows[0].global_batch) == (256, 512)
+    page = report.render([write(tmp_path / "r", records + [lone])],
+                         tmp_path / "out")["html"].read_text()
+    table = re.search(r'<table class="scaling">(.*?)</table>', page, flags=re.S).group(1)
+    assert table.count("<tr") == 1 + 2 + 1  # header, two measured rows, the write-up's
+    assert "%.2f×" % rows[0].speedup.ratio in table and "%.1f%%" % (100 * rows[1].efficiency) \
+        in table
+    assert 'aria-label="scaling"' in page
 
 
 def test_time_and_cost_to_accuracy(tmp_path):

@@ -43,7 +43,7 @@ def real_set() -> list[dict]:
 
 def test_the_schema_is_a_valid_json_schema_and_bench_writes_by_it():
     jsonschema.Draft202012Validator.check_schema(result.SCHEMA_DOCUMENT)
-    assert result.SCHEMA == "envbench.result/2"
+    assert result.SCHEMA == "envbench.result/3"
     assert contract.problems(real_record()) == []
     assert contract.problems(result.new_record({})) != []  # a bare start is not a result
 
@@ -101,6 +101,26 @@ def test_schema_1_files_are_read_and_what_they_lack_is_not_measured():
     assert record["cell"]["resources"]["threads"] is None
     assert record["epochs"] == old["epochs"]
     assert identity.of_record(record).environment == "torch2.13-cpu"
+    assert record["config"]["model"] == "lenet" and record["parallel"]["world_size"] == 1
+
+
+def test_schema_2_files_read_as_what_that_bench_ran():
+    """Schema 2's bench trained LeNet on one device, pinning and copying asynchronously
+    exactly on cuda: the upgrade says so, and nothing else changes."""
+    new = real_record()
+    old = json.loads(json.dumps(new))
+    old["schema"] = contract.SCHEMA_2
+    for key in ("model", "parallel", "quantize_eval", "pin_memory", "non_blocking", "nproc"):
+        old["config"].pop(key)
+    old.pop("model")
+    old.pop("parallel")
+    assert contract.problems(old) != []  # not schema 3 as it stands
+    record = contract.check(old)
+    assert record["upgraded_from"] == contract.SCHEMA_2 and contract.problems(record) == []
+    assert record["config"] == new["config"]  # cuda: pin_memory and non_blocking on
+    assert record["model"] == new["model"]
+    assert record["parallel"]["mode"] == "none" and record["parallel"]["global_batch"] == 256
+    assert identity.of_record(record) == identity.of_record(new)
 
 
 # --- fuzzing: every field of a real result, every wrong type ----------------------------

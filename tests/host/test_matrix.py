@@ -105,12 +105,39 @@ def test_a_good_matrix_parses_and_pairs_targets_by_device():
                                   "equal to 1"),
     (("epochs: 2", "repeats: 101"), "benchmark.repeats: 101: Input should be less than or "
                                     "equal to 100"),
+    # The write-up's other techniques.
+    (("amp: [off, bf16]", "parallel: [none, ddp]"),
+     "benchmark.parallel: ddp on the CPU target 'cpu' needs benchmark.nproc"),
+    (("epochs: 2", "epochs: 2, parallel: ddp"),
+     "benchmark.parallel: ddp on the CPU target 'cpu' needs benchmark.nproc"),
+    (("amp: [off, bf16]", "parallel: [none, horovod]"), "benchmark.sweep.parallel: 'horovod'"),
+    (("amp: [off, bf16]", "model: [lenet, resnet]"), "benchmark.sweep.model: 'resnet'"),
+    (("epochs: 2", "epochs: 2, nproc: 0"), "benchmark.nproc: 0: Input should be greater"),
+    (("epochs: 2", "epochs: 2, pin_memory: maybe"), "benchmark.pin_memory: 'maybe'"),
+    (("epochs: 2", "epochs: 2, quantize_eval: static"), "benchmark.quantize_eval: 'static'"),
 ])
 def test_a_bad_matrix_is_refused_with_the_key_path(change, expected):
     old, new = change
     assert old in GOOD
     found = problems(GOOD.replace(old, new, 1))
     assert any(p.startswith(expected) for p in found), found
+
+
+def test_the_techniques_sweep_and_yaml_on_off_are_words():
+    text = GOOD.replace("amp: [off, bf16]", "parallel: [none, ddp], pin_memory: [on, off], "
+                        "model: [lenet, lenet-gap]").replace("epochs: 2", "epochs: 2, nproc: 2")
+    m = matrix.parse(text)
+    assert m.benchmark.sweep["pin_memory"] == ("on", "off")  # YAML's bare on/off are words
+    assert m.benchmark.nproc == 2
+    from envbench import cells
+
+    by_mode = {}
+    for cell in cells.expand(m, envs=["a"]):
+        p = cells.prepare(cell, m.targets["cpu"], 8, {"source": "synthetic", "sha256": None},
+                          "sha256:x")
+        by_mode.setdefault(cell.variant["parallel"], set()).add(p.config["nproc"])
+    # nproc goes to the ddp cells only: the none cells of the same sweep stay runnable.
+    assert by_mode == {"none": {None}, "ddp": {2}}
 
 
 def test_a_matrix_of_more_than_ten_thousand_cells_is_refused_with_its_count():

@@ -160,6 +160,8 @@ def test_required_keys_only_noisy_cells_and_the_baseline_option(tmp_path):
     minimal["summary"].update(epoch_s_median=10.0, first_epoch_s=10.0, samples_per_s=10.0,
                               final_test_acc=0.1)
     minimal["config"]["threads"] = None
+    minimal["model"] = noisy["model"]
+    minimal["parallel"] = dict(noisy["parallel"], threads_per_rank=None)
     gpu = make_record("noisy-env", "gpu", 256, 0, rng)
     # A failure the host recorded (e.g. the image did not build): no epochs, no log tail.
     unbuilt = result.new_record(dict(noisy["config"]))

@@ -15,7 +15,11 @@ def stored(tmp_path, image_id="sha256:abc", status="ok", host_cpus=2):
     p = cells.prepare(CELL, M.targets["cpu"], host_cpus, DATA, image_id)
     record = results.host_failure(p.config, "X", "y")
     if status == "ok":
-        record.update(status="ok", error=None)
+        record.update(status="ok", error=None,
+                      model={"name": "lenet", "parameters": 62006, "flops_per_image": 1303440},
+                      parallel={"mode": "none", "world_size": 1, "backend": None,
+                                "per_device_batch": 64, "global_batch": 64,
+                                "threads_per_rank": 2})
         record["epochs"] = [{"epoch": 0, "wall_s": 1.0, "samples": 10, "samples_per_s": 10.0,
                              "phases_s": {"data": 0.1, "h2d": 0.0, "forward": 0.3,
                                           "backward": 0.4, "optimizer": 0.1},

@@ -1,0 +1,230 @@
+"""Data parallelism: one device, nn.DataParallel, or DistributedDataParallel.
+
+none  one device (the tutorial).
+dp    nn.DataParallel over the first --nproc visible GPUs: one process scatters each batch.
+ddp   DistributedDataParallel with one process per device: NCCL on CUDA, gloo on CPU, where
+      the "devices" are CPU processes sharing the cores (the threads are split between them).
+      Rank 0 runs in this process and writes the one result; ranks 1.. are spawned children.
+      The rendezvous is a FileStore in a temporary folder, since containers have no network;
+      gloo and NCCL talk over the loopback interface.
+
+--batch-size is per device in every mode, so a step of dp or ddp trains nproc x batch images
+(weak scaling, as the write-up measures it) and the epoch has nproc times fewer steps.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import tempfile
+
+import torch
+
+from bench.compat import UnsupportedOption, torch_version
+
+MODES = ("none", "dp", "ddp")
+RENDEZVOUS_TIMEOUT_S = 300
+
+
+class RankFailed(Exception):
+    """Another rank of a ddp run failed; the message is that rank's own error."""
+
+
+class World(object):
+    """Who this process is in the run: rank, world size, backend, and its device."""
+
+    def __init__(self, mode, size, rank=0, backend=None, device_index=None):
+        self.mode = mode
+        self.size = size
+        self.rank = rank
+        self.backend = backend
+        self.device_index = device_index
+
+    @property
+    def distributed(self):
+        return self.mode == "ddp"
+
+    @property
+    def main(self):
+        return self.rank == 0
+
+    def record(self, batch_size, threads):
+        """The result's ``parallel`` section (per-device and global batch, threads per rank)."""
+        return {"mode": self.mode, "world_size": self.size, "backend": self.backend,
+                "per_device_batch": batch_size, "global_batch": batch_size * self.size,
+                "threads_per_rank": threads}
+
+
+def plan(config):
+    """The world a run asks for, or a clear UnsupportedOption before anything is built."""
+    mode, nproc, device = config["parallel"], config["nproc"], config["device"]
+    visible = torch.cuda.device_count() if device == "cuda" and torch.cuda.is_available() else 0
+    if mode == "none":
+        if nproc not in (None, 1):
+            raise UnsupportedOption("--nproc %d needs --parallel dp or ddp (none trains on one "
+                                    "device)" % nproc)
+        return World("none", 1)
+    if mode == "dp" and device != "cuda":
+        raise UnsupportedOption("--parallel dp needs --device cuda: nn.DataParallel splits "
+                                "each batch over GPUs (use --parallel ddp for CPU processes)")
+    if mode == "ddp":
+        dist = getattr(torch, "distributed", None)
+        if dist is None or not dist.is_available():
+            raise UnsupportedOption("--parallel ddp needs torch.distributed, which torch %s in "
+                                    "this image was built without" % torch_version())
+        if device == "cpu" and nproc is None:
+            raise UnsupportedOption("--parallel ddp on CPU needs --nproc N (the number of "
+                                    "processes to split the cores between)")
+    if device == "cuda":
+        size = nproc or visible
+        if size > visible:
+            raise UnsupportedOption("--nproc %d: this container sees %d GPU(s) (attach more "
+                                    "with the target's gpus:)" % (size, visible))
+        if size < 1:
+            raise UnsupportedOption("--parallel %s: this container sees no GPU" % mode)
+    else:
+        size = nproc
+    if mode == "ddp":
+        backend = "nccl" if device == "cuda" else "gloo"
+        if backend == "nccl" and not torch.distributed.is_nccl_available():
+            raise UnsupportedOption("--parallel ddp on CUDA needs NCCL, which torch %s in this "
+                                    "image lacks" % torch_version())
+        return World("ddp", size, 0, backend, 0 if device == "cuda" else None)
+    return World("dp", size)
+
+
+def split_threads(total, world):
+    """CPU ranks share the cores: each gets its share of the cell's threads (at least one)."""
+    return max(1, total // world.size) if world.distributed else total
+
+
+def _loopback():
+    # Containers run with --network none: only lo exists, and both libraries must use it.
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+
+
+def join_group(world, store_path):
+    """Join the process group through the FileStore rendezvous."""
+    import torch.distributed as dist
+
+    _loopback()
+    if world.backend == "nccl":
+        torch.cuda.set_device(world.device_index)
+    store = dist.FileStore(store_path, world.size)
+    dist.init_process_group(world.backend, store=store, rank=world.rank,
+                            world_size=world.size,
+                            timeout=datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
+
+
+def leave_group():
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def wrap(net, world):
+    """The model the train step calls: the network itself, or its parallel wrapper."""
+    if world.mode == "dp":
+        return torch.nn.DataParallel(net, device_ids=list(range(world.size)))
+    if world.mode == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        if world.backend == "nccl":
+            return DistributedDataParallel(net, device_ids=[world.device_index])
+        return DistributedDataParallel(net)
+    return net
+
+
+def gather(world, numbers):
+    """Every rank's list of ``numbers``, in rank order, on every rank.
+
+    Tensors rather than all_gather_object, which needs numpy (not every image has it)."""
+    if not world.distributed:
+        return [list(numbers)]
+    import torch.distributed as dist
+
+    device = torch.device("cuda", world.device_index) if world.backend == "nccl" else "cpu"
+    mine = torch.tensor(numbers, dtype=torch.float64, device=device)
+    everyone = [torch.empty_like(mine) for _ in range(world.size)]
+    dist.all_gather(everyone, mine)
+    return [t.tolist() for t in everyone]
+
+
+def barrier(world):
+    if world.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def _child(config, rank, size, store_path, folder):
+    """Entry point of rank 1.. (spawned): train, and leave an error file if it fails."""
+    from bench import result, train
+
+    world = World("ddp", size, rank, "nccl" if config["device"] == "cuda" else "gloo",
+                  rank if config["device"] == "cuda" else None)
+    try:
+        train.train(config, result.new_record(config), world, store_path)
+    except BaseException as exc:  # noqa: B036 - the parent must learn why this rank ended
+        from bench.cli import describe
+
+        error = describe(exc)
+        with open(os.path.join(folder, "rank%d.error.json" % rank), "w") as f:
+            json.dump(error, f)
+        raise SystemExit(1)
+
+
+def run_ddp(config, record, world, train_fn):
+    """Start ranks 1.. as spawned processes, train as rank 0 here, and end them all."""
+    folder = tempfile.mkdtemp(prefix="envbench-ddp-")
+    store_path = os.path.join(folder, "store")
+    context = torch.multiprocessing.get_context("spawn")
+    children = []
+    try:
+        for rank in range(1, world.size):
+            child = context.Process(target=_child,
+                                    args=(config, rank, world.size, store_path, folder))
+            child.start()
+            children.append(child)
+        try:
+            train_fn(config, record, world, store_path)
+        except Exception as exc:
+            failure = _child_failure(folder, children)
+            if failure is not None:
+                raise RankFailed("%s (rank 0 then failed with %s: %s)"
+                                 % (failure, type(exc).__name__, str(exc).splitlines()[0][:200]
+                                    if str(exc) else ""))
+            raise
+        for child in children:
+            child.join(RENDEZVOUS_TIMEOUT_S)
+        failure = _child_failure(folder, children)
+        if failure is not None:
+            raise RankFailed(failure)
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+            child.join(10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _child_failure(folder, children):
+    """The first failed child's error in words, or None when every child is fine so far."""
+    for rank, child in enumerate(children, start=1):
+        path = os.path.join(folder, "rank%d.error.json" % rank)
+        if os.path.exists(path):
+            try:
+                with open(path) as f:
+                    error = json.load(f)
+                return "rank %d failed: %s: %s" % (rank, error["type"], error["message"])
+            except (OSError, ValueError, KeyError):
+                return "rank %d failed (its error file is unreadable)" % rank
+        if child.exitcode is not None and child.exitcode < 0:
+            return "rank %d was killed by signal %d" % (rank, -child.exitcode)
+        if child.exitcode not in (None, 0):
+            return "rank %d ended with exit code %s" % (rank, child.exitcode)
+    return None

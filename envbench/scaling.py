@@ -1,0 +1,117 @@
+"""The write-up's remaining techniques, measured: data-parallel scaling and the light models.
+
+Scaling: each dp or ddp group against one device of the same stack, target, data and options
+(``parallel: none``, else the same mode with world size 1), with speedup = one device's median
+epoch / this group's, and efficiency = speedup / world size. ``batch_size`` is per device, so
+this is weak scaling, the way the write-up quotes 1.7-1.9x on two GPUs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from envbench import reportdata
+from envbench.reportdata import Group, Speedup, variant_text
+
+# The write-up's DDP figure: two GPUs train 1.7-1.9x as fast as one, flattening past four.
+WRITE_UP_TWO_GPUS = (1.7, 1.9)
+SCALING_OPTIONS = ("parallel", "nproc")
+
+
+def parallel_of(g: Group) -> dict[str, Any]:
+    """The group's parallel section (every schema-3 record has one; upgrades say 'none')."""
+    for r in g.ok or g.records:
+        if r.get("parallel"):
+            return r["parallel"]
+    config = g.records[0]["config"]
+    return {"mode": config.get("parallel", "none"), "world_size": config.get("nproc") or 1}
+
+
+@dataclass
+class ScalingRow:
+    group: Group
+    one_device: Group
+    mode: str
+    world_size: int
+    speedup: Speedup
+
+    @property
+    def efficiency(self) -> float:
+        return self.speedup.ratio / self.world_size
+
+    @property
+    def rest(self) -> str:
+        """The group's swept options other than the parallel ones."""
+        return variant_text({k: v for k, v in self.group.variant.items()
+                             if k not in SCALING_OPTIONS})
+
+    @property
+    def per_device_batch(self) -> Any:
+        return parallel_of(self.group).get("per_device_batch")
+
+    @property
+    def global_batch(self) -> Any:
+        return parallel_of(self.group).get("global_batch")
+
+
+def rows(groups: list[Group]) -> list[ScalingRow]:
+    """Every dp/ddp group with a one-device counterpart, by environment, target, mode, size."""
+    singles: dict[str, list[Group]] = {}
+    for g in groups:
+        if g.epoch_s is not None and int(parallel_of(g).get("world_size") or 1) == 1:
+            singles.setdefault(reportdata.signature(g, SCALING_OPTIONS), []).append(g)
+    out = []
+    for g in groups:
+        par = parallel_of(g)
+        mode = par.get("mode") or "none"
+        if mode == "none" or g.epoch_s is None:
+            continue
+        candidates = [s for s in singles.get(reportdata.signature(g, SCALING_OPTIONS), [])
+                      if s is not g]
+        if not candidates:
+            continue
+        # One device means the plain loop where it ran; else the same mode with one rank.
+        one = min(candidates, key=lambda s: (parallel_of(s).get("mode") != "none",
+                                             parallel_of(s).get("mode") != mode))
+        speedup = reportdata.speedup(g, one)
+        if speedup is not None:
+            out.append(ScalingRow(g, one, mode, int(par.get("world_size") or 1), speedup))
+    return sorted(out, key=lambda r: (r.group.environment, r.group.target, r.rest, r.mode,
+                                      r.world_size))
+
+
+@dataclass
+class ModelRow:
+    group: Group
+    model: dict[str, Any]
+    quantized: dict[str, Any] | None
+
+
+def model_rows(groups: list[Group]) -> list[ModelRow]:
+    """A row per group that ran a light model or a quantised test pass (and the LeNet rows
+    beside them, so the light ones have something to be compared with)."""
+    interesting = any(r["config"].get("model", "lenet") != "lenet"
+                      or r["config"].get("quantize_eval", "off") != "off"
+                      for g in groups for r in g.records)
+    if not interesting:
+        return []
+    out = []
+    for g in groups:
+        ok = g.ok
+        if not ok or not ok[0].get("model"):
+            continue
+        quantized = [r["quantized_eval"] for r in ok if r.get("quantized_eval")]
+        out.append(ModelRow(g, ok[0]["model"], _median_quantized(quantized)))
+    return out
+
+
+def _median_quantized(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The repeats' quantised test passes: median of each figure."""
+    if not entries:
+        return None
+    from statistics import median
+
+    keys = ("float_test_acc", "float_test_s", "test_acc", "test_s", "float_weight_bytes",
+            "weight_bytes")
+    return {k: median(e[k] for e in entries if e.get(k) is not None)
+            if any(e.get(k) is not None for e in entries) else None for k in keys}

@@ -1,0 +1,127 @@
+"""bench --parallel: ddp ranks on CPU (gloo), their samples and weights; clear refusals."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import torch
+from bench_helpers import ROOT, needs_torchvision, run_bench
+
+from bench import result
+
+SMALL = ("--device", "cpu", "--synthetic", "--limit-test", "200", "--pipeline", "resident")
+
+
+def test_ddp_ranks_add_up_to_the_set_and_rank_0_writes_one_file(tmp_path):
+    # 2001 samples in batches of 1000: rank 0 takes 1001 (two steps), rank 1 1000 (one
+    # step), so the uneven ends go through DDP's join.
+    code, record, out = run_bench(tmp_path, *SMALL, "--limit", "2001", "--epochs", "2",
+                                  "--batch-size", "1000", "--parallel", "ddp", "--nproc", "2",
+                                  "--threads", "2")
+    assert code == 0, out
+    assert sorted(os.listdir(str(tmp_path))) == ["result.json"]
+    parallel = record["parallel"]
+    assert parallel["mode"] == "ddp" and parallel["world_size"] == 2
+    assert parallel["backend"] == "gloo" and parallel["threads_per_rank"] == 1
+    assert parallel["per_device_batch"] == 1000 and parallel["global_batch"] == 2000
+    for epoch in record["epochs"]:
+        ranks = epoch["ranks"]
+        assert [r["rank"] for r in ranks] == [0, 1]
+        assert [r["samples"] for r in ranks] == [1001, 1000] and epoch["samples"] == 2001
+        assert [r["steps"] for r in ranks] == [2, 1]
+        assert epoch["wall_s"] == max(r["wall_s"] for r in ranks)
+        slowest = max(ranks, key=lambda r: r["wall_s"])
+        assert epoch["phases_s"] == slowest["phases_s"]
+    assert out.count("img/s") == 2  # rank 0 alone reports
+
+
+def test_ddp_with_one_rank_trains_the_same_weights_as_none(tmp_path):
+    common = (*SMALL, "--limit", "512", "--epochs", "2", "--batch-size", "64", "--seed", "5",
+              "--deterministic", "--lr", "0.05")
+    code_a, a, out_a = run_bench(tmp_path, *common, "--save-weights", tmp_path / "a.pt",
+                                 name="a.json")
+    code_b, b, out_b = run_bench(tmp_path, *common, "--parallel", "ddp", "--nproc", "1",
+                                 "--save-weights", tmp_path / "b.pt", name="b.json")
+    assert code_a == code_b == 0, out_a + out_b
+    assert b["parallel"]["world_size"] == 1 and b["parallel"]["backend"] == "gloo"
+    wa, wb = torch.load(str(tmp_path / "a.pt")), torch.load(str(tmp_path / "b.pt"))
+    for name in wa:
+        assert torch.allclose(wa[name], wb[name], atol=1e-6, rtol=1e-5), name
+    # Two ranks see other batches: their weights must differ, or the check above proves nothing.
+    code_c, c, _ = run_bench(tmp_path, *common, "--parallel", "ddp", "--nproc", "2",
+                             name="c.json")
+    assert code_c == 0 and c["summary"]["weights_sha256"] != a["summary"]["weights_sha256"]
+
+
+@needs_torchvision
+def test_ddp_classic_uses_distributed_sampler(tmp_path):
+    code, record, out = run_bench(tmp_path, "--device", "cpu", "--synthetic", "--limit", "301",
+                                  "--limit-test", "100", "--pipeline", "classic", "--workers",
+                                  "1", "--epochs", "1", "--batch-size", "64", "--parallel",
+                                  "ddp", "--nproc", "2")
+    assert code == 0, out
+    assert record["parallel"]["repeated_samples_per_epoch"] == 1
+    assert [r["samples"] for r in record["epochs"][0]["ranks"]] == [151, 151]
+
+
+def test_dp_on_cpu_and_ddp_without_nproc_are_clear_errors(tmp_path):
+    for args, words in ((("--parallel", "dp"), "--parallel dp needs --device cuda"),
+                        (("--parallel", "ddp"), "needs --nproc"),
+                        (("--nproc", "2"), "--nproc 2 needs --parallel dp or ddp"),
+                        (("--pin-memory", "on"), "--pin-memory on needs --device cuda"),
+                        (("--non-blocking", "on"), "--non-blocking on needs --device cuda")):
+        code, record, out = run_bench(tmp_path, *SMALL, "--limit", "256", "--epochs", "1",
+                                      "--batch-size", "64", *args, name="x.json")
+        assert code == 1 and record["status"] == "failed", out
+        assert record["error"]["type"] == "UnsupportedOption"
+        assert words in record["error"]["message"]
+        assert "Traceback" not in out
+
+
+def _children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_a_killed_rank_fails_the_run_with_its_reason(tmp_path):
+    out = tmp_path / "result.json"
+    proc = subprocess.Popen([sys.executable, "-m", "bench", *SMALL, "--limit", "20000",
+                             "--epochs", "50", "--batch-size", "64", "--parallel", "ddp",
+                             "--nproc", "2", "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert "epoch 1/50" in proc.stdout.readline()  # training is under way on both ranks
+        ranks = [p for p in _children(proc.pid)
+                 if "spawn_main" in open("/proc/%d/cmdline" % p).read()]
+        assert len(ranks) == 1
+        os.kill(ranks[0], signal.SIGKILL)
+        rest = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, rest
+    record = result_of(out)
+    assert record["error"]["type"] == "RankFailed"
+    assert record["error"]["message"].startswith("rank 1 was killed by signal 9")
+
+
+def result_of(path):
+    import json
+
+    from envbench import contract
+
+    record = json.loads(path.read_text())
+    assert contract.problems(record) == []
+    assert record["schema"] == result.SCHEMA
+    return record
