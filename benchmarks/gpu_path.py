@@ -1,0 +1,187 @@
+"""The GPU path, proven on a real GPU: every CUDA feature of bench once, then the fastest epoch.
+
+Runs natively (no Docker) on a machine whose python3 has torch and torchvision, e.g. a lent
+GPU VM, as ONE script that ends inside its deadline:
+
+    python3 benchmarks/gpu_path.py --out "$OUT" [--deadline-s 420] [--only NAME ...]
+
+Part 1, the path: 1-epoch benches of the full synthetic set (50,000 CIFAR-shaped images) for
+classic and resident, amp off/fp16/bf16, compile off/default, channels_last, the copy options
+off, ddp with world size 1 (NCCL), dp over the visible GPUs, the light models and the
+quantised test pass. Part 2, the goal of 1,000,000 training images/s (a 50 ms epoch): the
+resident pipeline with bf16, channels_last, CUDA graphs (compile reduce-overhead) and larger
+batches, 4 epochs each so the steady epochs (after the first) are measured.
+
+Every result lands in OUT/results/NAME.json and is checked against bench's JSON Schema when
+jsonschema imports (else with bench's own required-keys list, and the table says so); one
+table goes to stdout and OUT/table.md. `--device cpu --limit 2000` runs the same list on a
+CPU for a smoke test (CUDA-only rows are then expected failures).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench import result  # noqa: E402  (torch-free)
+
+RESIDENT = ("--pipeline", "resident")
+# (name, extra bench options, epochs); part 1 is the path, part 2 the race to 1M images/s.
+PATH = [
+    ("classic", ("--pipeline", "classic", "--workers", "4"), 1),
+    ("classic-copies-off", ("--pipeline", "classic", "--workers", "4", "--pin-memory", "off",
+                            "--non-blocking", "off"), 1),
+    ("resident", RESIDENT, 1),
+    ("resident-fp16", RESIDENT + ("--amp", "fp16"), 1),
+    ("resident-bf16", RESIDENT + ("--amp", "bf16"), 1),
+    ("resident-channels-last", RESIDENT + ("--channels-last",), 1),
+    ("resident-compile", RESIDENT + ("--compile", "default"), 1),
+    ("resident-ddp1-nccl", RESIDENT + ("--parallel", "ddp", "--nproc", "1"), 1),
+    ("resident-dp", RESIDENT + ("--parallel", "dp"), 1),
+    ("resident-lenet-gap", RESIDENT + ("--model", "lenet-gap"), 1),
+    ("resident-lenet-dws", RESIDENT + ("--model", "lenet-dws"), 1),
+    ("resident-quantize-eval", RESIDENT + ("--quantize-eval", "dynamic"), 1),
+]
+FAST = RESIDENT + ("--amp", "bf16", "--channels-last")
+RACE = [
+    ("race-b1024-bf16-cl", FAST + ("--batch-size", "1024"), 4),
+    ("race-b4096-bf16-cl", FAST + ("--batch-size", "4096"), 4),
+    ("race-b4096-bf16-cl-graphs", FAST + ("--batch-size", "4096", "--compile",
+                                          "reduce-overhead"), 4),
+    ("race-b16384-bf16-cl-graphs", FAST + ("--batch-size", "16384", "--compile",
+                                           "reduce-overhead"), 4),
+    ("race-b50000-bf16-cl-graphs", FAST + ("--batch-size", "50000", "--compile",
+                                           "reduce-overhead"), 4),
+]
+
+
+def options(name: str, extra: tuple, epochs: int, args: argparse.Namespace) -> list:
+    cmd = ["--device", args.device, "--synthetic", "--epochs", str(epochs), "--seed", "0"]
+    if "--batch-size" not in extra:
+        cmd += ["--batch-size", "256"]
+    if args.limit:
+        cmd += ["--limit", str(args.limit), "--limit-test", str(min(args.limit, 10000))]
+    return cmd + list(extra)
+
+
+def check(record: dict) -> str:
+    """'valid', or the first problem; with jsonschema where it imports."""
+    try:
+        import jsonschema
+    except ImportError:
+        missing = [k for k in result.SCHEMA_DOCUMENT["required"] if k not in record]
+        return "required keys only: " + ("ok" if not missing else "missing %s" % missing)
+    errors = sorted(jsonschema.Draft202012Validator(result.SCHEMA_DOCUMENT)
+                    .iter_errors(record), key=str)
+    return "valid" if not errors else "INVALID: %s" % errors[0].message[:120]
+
+
+def run_one(name: str, cmd: list, folder: str, timeout: float) -> dict:
+    out = os.path.join(folder, "results", name + ".json")
+    log = os.path.join(folder, "logs", name + ".log")
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench", *cmd, "--out", out], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout)
+        text, code = proc.stdout, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        text, code = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) \
+            else (exc.stdout or ""), "timeout"
+    with open(log, "w") as f:
+        f.write(text)
+    row = {"name": name, "exit": code, "host_s": round(time.perf_counter() - started, 1)}
+    if os.path.exists(out):
+        with open(out) as f:
+            record = json.load(f)
+        row.update(status=record["status"], schema=check(record),
+                   error=(record.get("error") or {}).get("message", "")[:100],
+                   first=record["summary"].get("first_epoch_s"),
+                   median=record["summary"].get("epoch_s_median"),
+                   rate=record["summary"].get("samples_per_s"),
+                   acc=record["summary"].get("final_test_acc"),
+                   dtype=record["summary"].get("forward_dtype"),
+                   vram=record["memory"].get("gpu_peak_reserved_bytes"),
+                   device=record["env"].get("device_name"), note=note(record))
+    else:
+        row.update(status="no result", schema="-", error=text.strip().splitlines()[-1:])
+    return row
+
+
+def note(record: dict) -> str:
+    """What a row proves beyond its time: ranks, the quantised pass, the model's size."""
+    parts = []
+    par = record.get("parallel") or {}
+    if par.get("mode") not in (None, "none"):
+        parts.append("%s x%s %s" % (par["mode"], par.get("world_size"), par.get("backend") or ""))
+    q = record.get("quantized_eval")
+    if q:
+        parts.append("int8 acc %.3f in %.2f s, float %.3f in %.2f s"
+                     % (q["test_acc"], q["test_s"], q["float_test_acc"], q["float_test_s"]))
+    model = record.get("model") or {}
+    if model.get("name") not in (None, "lenet"):
+        parts.append("%s: %d params, %.2f MFLOPs" % (model["name"], model["parameters"],
+                                                      model["flops_per_image"] / 1e6))
+    return "; ".join(parts)
+
+
+def table(rows: list) -> str:
+    head = ("| run | status | first epoch (s) | steady epoch (s) | images/s | acc | dtype | "
+            "VRAM peak | schema | note | error |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+
+    def cell(value, fmt):
+        return "—" if value is None else fmt % value
+
+    return head + "".join(
+        "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" % (
+            r["name"], r.get("status"), cell(r.get("first"), "%.3f"), cell(r.get("median"), "%.4f"),
+            cell(r.get("rate"), "%.0f"), cell(r.get("acc"), "%.3f"), r.get("dtype") or "—",
+            cell(r.get("vram") and r["vram"] / 2**20, "%.0f MiB"), r.get("schema"),
+            r.get("note") or "",
+            str(r.get("error") or "").replace("|", "/"))
+        for r in rows)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--deadline-s", type=float, default=420.0,
+                   help="stop starting runs after this (the device's limit is the caller's)")
+    p.add_argument("--limit", type=int, default=None, help="train images (default: all 50,000)")
+    p.add_argument("--only", nargs="*", default=None, help="run only these names")
+    args = p.parse_args()
+    for sub in ("results", "logs"):
+        os.makedirs(os.path.join(args.out, sub), exist_ok=True)
+    started = time.perf_counter()
+    rows = []
+    for name, extra, epochs in PATH + RACE:
+        if args.only is not None and name not in args.only:
+            continue
+        left = args.deadline_s - (time.perf_counter() - started)
+        if left < 20:
+            rows.append({"name": name, "status": "skipped", "schema": "-",
+                         "error": "deadline reached"})
+            continue
+        rows.append(run_one(name, options(name, extra, epochs, args), args.out, left))
+        print(json.dumps(rows[-1]), flush=True)
+    text = table(rows)
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("rate")]
+    if ok:
+        best = max(ok, key=lambda r: r["rate"])
+        text += ("\nFastest: %s, %.0f training images/s (steady epoch %.4f s); goal 1,000,000 "
+                 "images/s = a 50 ms epoch.\n" % (best["name"], best["rate"], best["median"]))
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

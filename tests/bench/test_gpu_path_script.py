@@ -1,0 +1,32 @@
+"""benchmarks/gpu_path.py, the script a lent GPU runs, smoke-tested here on the CPU: it must
+run bench, keep every result, check it against the schema and print its table."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from bench_helpers import ROOT
+
+from envbench import contract
+
+
+def test_the_gpu_script_runs_its_list_and_checks_what_it_wrote(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_path.py", "--out", str(out),
+                           "--device", "cpu", "--limit", "512", "--only", "resident",
+                           "resident-ddp1-nccl", "resident-dp"], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout
+    assert sorted(os.listdir(str(out / "results"))) == [
+        "resident-ddp1-nccl.json", "resident-dp.json", "resident.json"]
+    for name in os.listdir(str(out / "results")):
+        record = json.loads((out / "results" / name).read_text())
+        assert contract.problems(record) == []
+    table = (out / "table.md").read_text()
+    assert "| resident | ok |" in table and "ddp x1 gloo" in table
+    # dp is CUDA-only: on this CPU its row is the clear failure, not a crash of the script.
+    assert "| resident-dp | failed |" in table and "needs --device cuda" in table
+    assert "Fastest: resident" in table
