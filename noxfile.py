@@ -24,6 +24,14 @@ def _envbench(session: nox.Session, *args: str) -> None:
     session.run("envbench", *args, *session.posargs)
 
 
+@nox.session(name="cloud")
+def cloud(session: nox.Session) -> None:
+    """Cloud targets through SkyPilot (-- --dry-run --out DIR: the plan, prices, task YAMLs)."""
+    session.install("-e", ".[cloud]")
+    session.env["SKYPILOT_DISABLE_USAGE_COLLECTION"] = "1"
+    session.run("envbench", "cloud", *session.posargs)
+
+
 @nox.session(name="compare")
 def compare(session: nox.Session) -> None:
     """Two runs' results, cell by cell: flag only the changes that clear the noise."""
@@ -105,7 +113,8 @@ def report(session: nox.Session) -> None:
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """Lint, the test suite (real Docker included), then bench's tests on Debian's torch 1.13."""
-    session.install("-e", ".[test]")
+    # The cloud extra too: the cloud tests build SkyPilot's own Task objects (offline).
+    session.install("-e", ".[test,cloud]")
     session.install("torch==2.13.0")
     # A fresh machine: the engine, debootstrap, Chromium and Debian's torch 1.13 stack
     # (envbench/setup.py, the one set-up module .ci/run and the demo use too).

@@ -117,6 +117,17 @@ def parser() -> argparse.ArgumentParser:
                          help="exit 1 when a cell regressed (for CI)")
     compare.add_argument("--out", type=Path, default=Path("reports") / "compare", metavar="DIR",
                          help="where compare.html and compare.md go")
+    cloud = sub.add_parser("cloud", help="cloud targets: one SkyPilot VM per target "
+                                         "(--dry-run: the plan, prices and task YAMLs)")
+    cloud.add_argument("--matrix", type=Path, default=Path("matrix.yaml"), help="matrix file")
+    cloud.add_argument("--target", action="append", default=[], metavar="NAME",
+                       help="only this cloud target (repeatable)")
+    _reports(cloud)
+    _data(cloud, "the cells run on synthetic data (no data set is uploaded)")
+    cloud.add_argument("--dry-run", action="store_true",
+                       help="print the plan and write the task YAMLs; launch nothing")
+    cloud.add_argument("--out", type=Path, default=None, metavar="DIR",
+                       help="write each target's SkyPilot task YAML here")
     p.set_defaults(commands=sub.choices)
     return p
 
@@ -155,6 +166,15 @@ def dispatch(args: argparse.Namespace) -> int:
         kwargs = {"url": args.url} if args.url else {}
         dataset.fetch(args.dir, **kwargs)
         return 0
+    if args.command == "cloud":
+        from envbench import matrix
+        from envbench.cloud import plan
+
+        if not args.dry_run:
+            raise UserError("launching cloud targets is not built yet; `nox -s cloud -- "
+                            "--dry-run --out DIR` prints the plan and writes the task YAMLs")
+        return plan.dry_run(matrix.load(args.matrix), args.matrix, args.reports, args.target,
+                            args.data, args.synthetic, args.out)
     if args.command == "compare":
         from envbench import compare
 

@@ -169,6 +169,37 @@ class Environment(_Strict):
         return "cuda" if self.cuda else "cpu"
 
 
+ACCELERATORS = r"^[A-Za-z][A-Za-z0-9_-]{0,40}(:[1-9][0-9]?)?$"
+INFRA = r"^[a-z0-9]+(/[A-Za-z0-9_.-]+){0,2}$"
+INSTANCE = r"^[A-Za-z0-9_.:-]{1,80}$"
+
+
+class Cloud(_Strict):
+    """A target that lives in a cloud: SkyPilot provisions a VM for it (nox -s cloud)."""
+
+    accelerators: Annotated[str, Field(strict=True, pattern=ACCELERATORS)]
+    # aws, gcp/us-central1, k8s, ssh/<pool>: SkyPilot's infra grammar (cloud[/region[/zone]]).
+    infra: Optional[Annotated[str, Field(strict=True, pattern=INFRA)]] = None
+    instance_type: Optional[Annotated[str, Field(strict=True, pattern=INSTANCE)]] = None
+    use_spot: Flag = False
+    disk_size: Annotated[int, Field(strict=True, ge=20, le=65536)] = 100  # GB
+    autostop_minutes: Annotated[int, Field(strict=True, ge=1, le=10080)] = 30
+
+    @property
+    def accelerator(self) -> tuple[str, int]:
+        name, _, count = self.accelerators.partition(":")
+        return name, int(count or 1)
+
+    @property
+    def cloud_name(self) -> str | None:
+        return self.infra.split("/")[0] if self.infra else None
+
+    @property
+    def region(self) -> str | None:
+        parts = (self.infra or "").split("/")
+        return parts[1] if len(parts) > 1 and parts[0] not in ("k8s", "ssh") else None
+
+
 class Target(_Strict):
     """Where a cell runs: a device and its resources. The report names the hardware by what
     bench measured; ``label`` is an optional alias shown beside it."""
@@ -182,6 +213,7 @@ class Target(_Strict):
     memory: Optional[Annotated[str, Field(strict=True, pattern=SIZE)]] = None
     swap: Optional[Annotated[str, Field(strict=True, pattern=SIZE)]] = None
     timeout_s: Annotated[int, Field(strict=True, ge=10, le=WEEK_S)] = 3600
+    cloud: Optional[Cloud] = None
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -205,6 +237,9 @@ class Target(_Strict):
         if self.memory is not None and size_bytes(self.memory) < MIN_MEMORY:
             raise ValueError("memory: %s is below 64m, too little for any torch to start"
                              % self.memory)
+        if self.cloud is not None and self.device != "cuda":
+            raise ValueError("cloud: a cloud target carries accelerators: it needs "
+                             "device: cuda")
         return self
 
     @property

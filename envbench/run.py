@@ -52,6 +52,14 @@ class Options:
 def plan_cells(opts: Options) -> tuple[matrix.Matrix, list[cellmod.Cell]]:
     m = matrix.load(opts.matrix_path)
     cells = cellmod.expand(m, opts.envs, opts.targets, opts.kind, opts.quick)
+    # A cloud target runs on its own VM (nox -s cloud), where the kit names it with --target;
+    # a local run that did not ask for it leaves it alone.
+    cloud = sorted({c.target for c in cells if m.targets[c.target].cloud is not None
+                    and c.target not in opts.targets})
+    if cloud:
+        print("cloud targets %s run on their own VMs (nox -s cloud); left out here"
+              % ", ".join(cloud))
+        cells = [c for c in cells if c.target not in cloud]
     if not cells:
         raise UserError("no cells match (kind=%s, env=%s, target=%s) in %s"
                         % (opts.kind or "any", ",".join(opts.envs) or "any",

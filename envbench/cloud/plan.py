@@ -1,0 +1,161 @@
+"""What `nox -s cloud` would do, and what it would cost, before any money is spent.
+
+Per cloud target: the accelerator and where (infra, or the cheapest cloud in the catalog),
+the hourly price (the matrix's price_per_hour, else SkyPilot's catalog, and which), the cells,
+the estimated time and cost, and the task YAML that SkyPilot itself has accepted.
+
+Time estimate: a fixed provisioning allowance (VM start, setup, image builds) plus, per cell,
+the earlier results' first epoch and median epoch for the same environment and target where
+present. Without earlier results the run time is unknown and the cost shown is a lower bound.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from envbench import cells, contract
+from envbench.cloud import sky as skyapi
+from envbench.cloud import tasks
+from envbench.errors import UserError
+from envbench.matrix import Matrix
+
+# VM start, SkyPilot's setup, the Docker builds of each stack: typically 5-15 minutes.
+PROVISION_S = 15 * 60
+CELL_OVERHEAD_S = 5.0  # container start and stop, result handling (measured ~1 s here)
+
+
+@dataclass
+class TargetPlan:
+    name: str
+    accelerators: str
+    infra: str
+    price: float | None
+    price_source: str
+    instance_type: str | None
+    cells: list[cells.Cell]
+    run_s: float | None
+    unknown_cells: int
+    yaml_path: Path | None = None
+    environments: list[str] = field(default_factory=list)
+
+    @property
+    def total_s(self) -> float:
+        return PROVISION_S + (self.run_s or 0.0)
+
+    @property
+    def cost(self) -> float | None:
+        return None if self.price is None else self.price * self.total_s / 3600
+
+
+def earlier_epochs(reports: Path) -> dict[tuple[str, str], tuple[float, float]]:
+    """(environment, target) -> (median first epoch, median steady epoch) of earlier runs."""
+    seen: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    folder = reports / "results"
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            record = contract.load(path)
+        except contract.InvalidResult:
+            continue
+        summary, cell = record["summary"], record["cell"]
+        if record["status"] == "ok" and summary["epoch_s_median"]:
+            seen.setdefault((cell.get("environment"), cell.get("target")), []).append(
+                (summary["first_epoch_s"], summary["epoch_s_median"]))
+    return {key: (statistics.median(v[0] for v in values),
+                  statistics.median(v[1] for v in values)) for key, values in seen.items()}
+
+
+def plan(matrix: Matrix, matrix_path: Path, workdir: Path, reports: Path,
+         targets: list[str] | None, data: Path | None, synthetic: bool,
+         out: Path | None) -> list[TargetPlan]:
+    cloud_targets = [n for n, t in matrix.targets.items() if t.cloud is not None]
+    if targets:
+        unknown = [t for t in targets if t not in cloud_targets]
+        if unknown:
+            raise UserError("not a cloud target: %s (cloud targets: %s)"
+                            % (", ".join(unknown), ", ".join(cloud_targets) or "none"))
+        cloud_targets = [t for t in cloud_targets if t in targets]
+    if not cloud_targets:
+        raise UserError("the matrix has no cloud targets (give a target a cloud: block with "
+                        "accelerators, e.g. cloud: {accelerators: \"H100:1\", infra: aws})")
+    earlier = earlier_epochs(reports)
+    plans = []
+    for name in cloud_targets:
+        target = matrix.targets[name]
+        cloud = target.cloud
+        assert cloud is not None
+        if target.price_per_hour is not None:
+            price, instance, source = target.price_per_hour, cloud.instance_type, "matrix"
+        else:
+            price, instance, source = skyapi.hourly_price(cloud)
+        todo = cells.expand(matrix, targets=[name])
+        run_s, unknown = 0.0, 0
+        for cell in todo:
+            known = earlier.get((cell.environment, name))
+            if known is None:
+                unknown += 1
+                continue
+            first, steady = known
+            run_s += first + steady * (cell.settings["epochs"] - 1) + CELL_OVERHEAD_S
+        config = tasks.task_config(name, target, workdir, matrix_path, data, synthetic)
+        skyapi.validated_task(config)  # SkyPilot's own schema check, before anything is written
+        p = TargetPlan(name, cloud.accelerators, cloud.infra or "cheapest in the catalog",
+                       price, source, instance, todo,
+                       None if unknown == len(todo) else run_s, unknown,
+                       environments=sorted({c.environment for c in todo}))
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            p.yaml_path = out / ("%s.yaml" % config["name"])
+            p.yaml_path.write_text(yaml.safe_dump(config, sort_keys=False))
+            skyapi.validated_task(yaml.safe_load(p.yaml_path.read_text()))  # as written
+        plans.append(p)
+    return plans
+
+
+def _duration(seconds: float) -> str:
+    minutes = seconds / 60
+    return "%.0f min" % minutes if minutes < 120 else "%.1f h" % (minutes / 60)
+
+
+def describe(plans: list[TargetPlan]) -> str:
+    lines = ["Plan (dry run: nothing is launched):"]
+    total = 0.0
+    for p in plans:
+        price = ("$%.2f/h (%s%s)" % (p.price, p.price_source,
+                                     ", %s" % p.instance_type if p.instance_type else "")
+                 if p.price is not None else "no price: %s" % p.price_source)
+        lines.append("")
+        lines.append("%s: %s on %s, %s" % (p.name, p.accelerators, p.infra, price))
+        lines.append("  cells: %d (%s)" % (len(p.cells), ", ".join(p.environments)))
+        if p.unknown_cells:
+            run = ("%d of %d cells have no earlier results here: their time is unknown"
+                   % (p.unknown_cells, len(p.cells)))
+        else:
+            run = "cells %s (from earlier results)" % _duration(p.run_s or 0.0)
+        lines.append("  time: provisioning allowance %s + %s" % (_duration(PROVISION_S), run))
+        if p.cost is not None:
+            bound = "at least " if p.unknown_cells else ""
+            lines.append("  cost: %s$%.2f" % (bound, p.cost))
+            total += p.cost
+        if p.yaml_path is not None:
+            lines.append("  task: %s (accepted by SkyPilot's validator)" % p.yaml_path)
+    lines.append("")
+    lines.append("Estimated total: %s$%.2f; every cluster is torn down at the end, with "
+                 "autostop-and-down as the safety net."
+                 % ("at least " if any(p.unknown_cells or p.price is None for p in plans)
+                    else "", total))
+    return "\n".join(lines)
+
+
+def dry_run(matrix: Matrix, matrix_path: Path, reports: Path, targets: list[str] | None,
+            data: Path | None, synthetic: bool, out: Path | None) -> int:
+    # The folder nox runs in is the checkout that each VM receives as its workdir.
+    workdir = Path.cwd()
+    if not (workdir / "noxfile.py").exists() or not (workdir / "bench").is_dir():
+        raise UserError("run the cloud command from the envbench checkout (%s has no "
+                        "noxfile.py and bench/): that folder is synced to each VM" % workdir)
+    plans = plan(matrix, matrix_path, workdir, reports, targets, data, synthetic, out)
+    print(describe(plans))
+    return 0

@@ -1,0 +1,88 @@
+"""The SkyPilot task of one cloud target, as task-YAML: what SkyPilot syncs, sets up and runs.
+
+The VM receives the repository as its workdir (matrix and locks included) and the data set as
+a file mount, and runs the same kit there: ``nox -s bench -- --target T``. Its results come
+back over the cluster's ssh alias; as a fallback the run script also prints each result file
+base64-encoded after a marker, so the job's log alone can restore them.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from envbench.matrix import Target
+
+RESULT_MARKER = "ENVBENCH-RESULT"
+REMOTE_DATA = "~/envbench-data"
+CLUSTER_PREFIX = "envbench-"
+
+
+def cluster_name(target: str) -> str:
+    """SkyPilot cluster names: lower case, digits and '-', starting with a letter."""
+    safe = "".join(c if c.isalnum() else "-" for c in target.lower()).strip("-")
+    return (CLUSTER_PREFIX + safe)[:60]
+
+
+def run_script(target: str, matrix: str, data: bool, synthetic: bool) -> str:
+    bench = ["python3", "-m", "nox", "-s", "bench", "--", "--matrix", matrix, "--target", target,
+             "--reports", "reports"]
+    if data:
+        bench += ["--data", REMOTE_DATA]
+    if synthetic:
+        bench.append("--synthetic")
+    quoted = " ".join(shlex.quote(part) if not part.startswith("~/") else part for part in bench)
+    return "\n".join([
+        "set -u",
+        quoted,
+        "status=$?",
+        # The fallback path home: every result, printed whole, after a marker.
+        'for f in reports/results/*.json; do [ -e "$f" ] || continue; '
+        'printf \'%s %s \' "%s" "$(basename "$f")"; base64 -w0 "$f"; echo; done'
+        % ("%s", "%s", RESULT_MARKER),
+        "exit $status",
+    ])
+
+
+SETUP = "\n".join([
+    "set -e",
+    # SkyPilot's GPU images carry Docker and the NVIDIA container toolkit; the kit needs nox.
+    "python3 -m pip install --user --quiet 'nox>=2024.3'",
+])
+
+
+def task_config(name: str, target: Target, workdir: Path, matrix: Path,
+                data: Path | None = None, synthetic: bool = False) -> dict[str, Any]:
+    """The task-YAML of ``name``'s cluster (``target.cloud`` must be set)."""
+    cloud = target.cloud
+    assert cloud is not None, name
+    try:
+        matrix_rel = matrix.resolve().relative_to(workdir.resolve()).as_posix()
+    except ValueError:
+        matrix_rel = "envbench-matrix.yaml"  # outside the workdir: mounted beside it below
+    resources: dict[str, Any] = {
+        "accelerators": cloud.accelerators, "use_spot": cloud.use_spot,
+        "disk_size": cloud.disk_size,
+        # The safety net if the kit dies before its `finally`: the VM stops and is deleted.
+        "autostop": {"idle_minutes": cloud.autostop_minutes, "down": True},
+    }
+    if cloud.infra:
+        resources["infra"] = cloud.infra
+    if cloud.instance_type:
+        resources["instance_type"] = cloud.instance_type
+    config: dict[str, Any] = {
+        "name": cluster_name(name),
+        "workdir": str(workdir.resolve()),
+        "resources": resources,
+        "envs": {"SKYPILOT_DISABLE_USAGE_COLLECTION": "1", "ENVBENCH_TARGET": name},
+        "setup": SETUP,
+        "run": run_script(name, matrix_rel, data is not None, synthetic),
+    }
+    mounts = {}
+    if data is not None:
+        mounts[REMOTE_DATA] = str(data.resolve())
+    if matrix_rel == "envbench-matrix.yaml":
+        mounts["~/sky_workdir/envbench-matrix.yaml"] = str(matrix.resolve())
+    if mounts:
+        config["file_mounts"] = mounts
+    return config

@@ -1,0 +1,172 @@
+"""Cloud targets, offline: the matrix's cloud block, SkyPilot's own Task objects and task-YAML
+validation, prices from a fixture catalog in a temporary SkyPilot home, and the dry run."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from test_matrix import GOOD, problems
+
+from envbench import matrix
+from envbench.cloud import plan, tasks
+from envbench.cloud import sky as skyapi
+from envbench.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = Path(__file__).resolve().parent / "data" / "skypilot-catalog"
+
+THREE = GOOD + """
+  h100: {device: cuda, cloud: {accelerators: "H100:1", infra: lambda}}
+  l4: {device: cuda, cloud: {accelerators: "L4:1", infra: runpod, use_spot: true}}
+  a100: {device: cuda, price_per_hour: 1.10, cloud: {accelerators: "A100:1", infra: aws,
+         autostop_minutes: 45}}
+""".replace("targets:\n", "targets:\n", 1)
+
+
+def three() -> str:
+    # GOOD's targets block ends before `benchmark:`; the cloud targets go with them.
+    head, bench = GOOD.split("benchmark:")
+    extra = "\n".join(line for line in THREE[len(GOOD):].splitlines() if line)
+    return head + extra + "\nbenchmark:" + bench
+
+
+@pytest.fixture()
+def sky_home(tmp_path, monkeypatch):
+    """A SkyPilot home holding only the fixture catalog (fresh files: nothing is fetched)."""
+    home = tmp_path / "sky"
+    shutil.copytree(CATALOG, home / ".sky" / "catalogs" / "v8",
+                    ignore=shutil.ignore_patterns("README.md"))
+    monkeypatch.setenv("SKY_RUNTIME_DIR", str(home))
+    monkeypatch.setenv("SKYPILOT_DISABLE_USAGE_COLLECTION", "1")
+    return home
+
+
+def test_the_cloud_block_is_validated_with_key_paths():
+    m = matrix.parse(three())
+    assert m.targets["l4"].cloud.accelerator == ("L4", 1) and m.targets["l4"].cloud.use_spot
+    assert m.targets["a100"].cloud.autostop_minutes == 45
+    bad = three().replace('"H100:1"', '"H100:x"')
+    assert any(p.startswith("targets.h100.cloud.accelerators:") for p in problems(bad))
+    bad = three().replace("infra: lambda", "infra: 'aws; rm -rf /'")
+    assert any(p.startswith("targets.h100.cloud.infra:") for p in problems(bad))
+    bad = three().replace("infra: lambda}", "infra: lambda, colour: red}")
+    assert "targets.h100.cloud.colour: unknown key" in problems(bad)
+    bad = three().replace("h100: {device: cuda,", "h100: {device: cpu,")
+    assert any("cloud: a cloud target carries accelerators: it needs device: cuda" in p
+               for p in problems(bad))
+
+
+def test_each_task_is_a_real_skypilot_task_and_its_yaml_round_trips(sky_home, tmp_path):
+    m = matrix.parse(three())
+    data = tmp_path / "data"
+    data.mkdir()
+    config = tasks.task_config("l4", m.targets["l4"], ROOT, ROOT / "matrix.yaml", data)
+    task = skyapi.validated_task(config)
+    assert task.name == "envbench-l4"
+    (resources,) = task.resources
+    assert resources.accelerators == {"L4": 1} and resources.use_spot
+    assert "nox -s bench -- --matrix matrix.yaml --target l4" in task.run
+    assert "--data ~/envbench-data" in task.run and task.file_mounts == {
+        "~/envbench-data": str(data)}
+    assert task.envs["SKYPILOT_DISABLE_USAGE_COLLECTION"] == "1"
+    again = skyapi.validated_task(yaml.safe_load(yaml.safe_dump(task.to_yaml_config())))
+    assert again.to_yaml_config() == task.to_yaml_config()
+    # SkyPilot's validator is the judge: a field it does not know is refused with its reason.
+    config["resources"]["colour"] = "red"
+    with pytest.raises(UserError, match="SkyPilot refuses the task for envbench-l4"):
+        skyapi.validated_task(config)
+
+
+def test_prices_come_from_the_catalog_unless_the_matrix_gives_one(sky_home):
+    m = matrix.parse(three())
+    assert skyapi.cached_clouds() == ["lambda", "runpod"]
+    price, instance, source = skyapi.hourly_price(m.targets["h100"].cloud)
+    assert (price, instance, source) == (2.49, "gpu_1x_h100_pcie", "SkyPilot catalog (lambda)")
+    price, instance, _ = skyapi.hourly_price(m.targets["l4"].cloud)
+    assert (price, instance) == (0.22, "1x_L4_SECURE")  # the spot price: use_spot is on
+    price, _, why = skyapi.hourly_price(m.targets["a100"].cloud)
+    assert price is None and "no SkyPilot catalog on this machine for aws" in why
+
+
+def test_the_dry_run_prints_the_plan_and_writes_three_valid_task_yamls(sky_home, tmp_path):
+    matrix_path = tmp_path / "matrix.yaml"
+    matrix_path.write_text(three())
+    out = tmp_path / "tasks"
+    env = dict(os.environ, SKY_RUNTIME_DIR=str(sky_home), SKYPILOT_DISABLE_USAGE_COLLECTION="1")
+    proc = subprocess.run([sys.executable, "-m", "envbench", "cloud", "--dry-run", "--matrix",
+                           str(matrix_path), "--out", str(out), "--reports",
+                           str(tmp_path / "none")], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout
+    print(proc.stdout)
+    text = proc.stdout
+    assert "h100: H100:1 on lambda, $2.49/h (SkyPilot catalog (lambda), gpu_1x_h100_pcie)" in text
+    assert "l4: L4:1 on runpod, $0.22/h (SkyPilot catalog (runpod), 1x_L4_SECURE)" in text
+    assert "a100: A100:1 on aws, $1.10/h (matrix)" in text
+    # Environment g is the CUDA stack: 2 batch sizes x 2 amp values x 3 repeats per target.
+    assert text.count("cells: 12 (g)") == 3
+    assert "have no earlier results here" in text and "cost: at least $0.62" in text
+    written = sorted(p.name for p in out.iterdir())
+    assert written == ["envbench-a100.yaml", "envbench-h100.yaml", "envbench-l4.yaml"]
+    import sky
+
+    for name in written:
+        task = sky.Task.from_yaml_config(yaml.safe_load((out / name).read_text()))
+        (resources,) = task.resources
+        assert resources.autostop_config.down  # autostop-with-down: the safety net
+
+
+def test_no_cloud_targets_and_unknown_ones_are_clear_errors(tmp_path):
+    m = matrix.parse(GOOD)
+    with pytest.raises(UserError, match="no cloud targets"):
+        plan.plan(m, ROOT / "matrix.yaml", ROOT, tmp_path, None, None, False, None)
+    with pytest.raises(UserError, match="not a cloud target: cpu"):
+        plan.plan(matrix.parse(three()), ROOT / "matrix.yaml", ROOT, tmp_path, ["cpu"],
+                  None, False, None)
+
+
+def test_earlier_results_give_the_time_and_cost_estimate(sky_home, tmp_path):
+    import random
+
+    from report_fixture import make_record
+
+    from bench import result
+
+    m = matrix.parse(three())
+    results = tmp_path / "reports" / "results"
+    results.mkdir(parents=True)
+    record = make_record("g", "gpu", 256, 0, random.Random(1))
+    record["cell"]["target"] = "h100"
+    result.write_atomic(str(results / "a.json"), record)
+    (p,) = plan.plan(m, ROOT / "matrix.yaml", ROOT, tmp_path / "reports", ["h100"], None,
+                     False, None)
+    first, steady = record["summary"]["first_epoch_s"], record["summary"]["epoch_s_median"]
+    # The matrix's 2 epochs per cell: the first epoch, then one steady one, and the overhead.
+    per_cell = first + steady + plan.CELL_OVERHEAD_S
+    assert p.unknown_cells == 0 and p.run_s == pytest.approx(12 * per_cell)
+    assert p.cost == pytest.approx(2.49 * (plan.PROVISION_S + 12 * per_cell) / 3600)
+    assert "(from earlier results)" in plan.describe([p]) and "at least" not in \
+        plan.describe([p]).split("cost:")[1].splitlines()[0]
+
+
+def test_local_runs_leave_cloud_targets_to_their_vms_and_check_lists_them(tmp_path):
+    from envbench import run
+
+    path = tmp_path / "matrix.yaml"
+    path.write_text(three())
+    _, everything = run.plan_cells(run.Options(matrix_path=path))
+    assert {c.target for c in everything} == {"gpu", "cpu"}
+    # On the VM the kit names its target: then it runs there.
+    _, on_vm = run.plan_cells(run.Options(matrix_path=path, targets=["l4"]))
+    assert {c.target for c in on_vm} == {"l4"}
+    proc = subprocess.run([sys.executable, "-m", "envbench", "check", "--matrix", str(path),
+                           "--synthetic"], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert "cloud target l4: L4:1 on runpod (spot), autostop 30 min" in proc.stdout
+    assert "cloud targets a100, h100, l4 run on their own VMs (nox -s cloud)" in proc.stdout
