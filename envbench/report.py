@@ -97,7 +97,11 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
         "models": scaling.model_rows(groups),
         "statistics": headtohead.STATISTICS,
         "groups": groups, "environments": environments, "baseline": base,
-        "baseline_label": next((g.target_label for g in groups if g.target == base), base),
+        # Named as the hardware is, by a one-device cell where there is one (a ddp cell's
+        # title says "2 ranks × 1 thread", which is how that cell ran, not the target).
+        "baseline_label": next((g.target_label for g in sorted(
+            (g for g in groups if g.target == base),
+            key=lambda g: int(scaling.parallel_of(g).get("world_size") or 1) > 1)), base),
         "speedups": speedups, "effects": effects, "batch_sizes": sizes,
         "batch_table": batch_table, "goal": goal, "skipped": skipped,
         "fp_columns": columns, "fp_rows": rows, "fp_values": values, "fp_differ": differ,
