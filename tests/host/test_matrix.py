@@ -180,3 +180,11 @@ def test_the_cli_refuses_a_bad_file_without_a_traceback(tmp_path):
                              cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode == 2 and "nope.yaml" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_the_readme_s_matrix_example_is_a_valid_matrix():
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## The matrix"):]
+    example = section[section.index("```yaml") + len("```yaml"):]
+    m = matrix.parse(example[:example.index("```")])
+    assert "seed-torch1.12-cu116" in m.environments and m.benchmark.sweep
