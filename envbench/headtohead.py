@@ -124,7 +124,7 @@ def _where(g: Group) -> str:
 
 
 def _money(value: float) -> str:
-    return "$%.2f" % value if value >= 1 else "$%.3g" % value
+    return reportdata.money(value)
 
 
 def ladder(groups: list[Group]) -> list[dict[str, Any]]:

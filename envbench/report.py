@@ -35,11 +35,7 @@ def human_bytes(value: int | None) -> str:
     return "%d B" % value
 
 
-def money(value: float | None) -> str:
-    if value is None:
-        return DASH
-    # Cloud prices make single epochs cost fractions of a cent: keep three significant digits.
-    return "$%.2f" % value if value >= 1 else "$%.3g" % value
+money = reportdata.money
 
 
 def jinja_env() -> jinja2.Environment:

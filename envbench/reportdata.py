@@ -5,6 +5,7 @@ Everything here is plain data (no HTML); report.py renders it and the tests chec
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,19 @@ FINGERPRINT_KEYS = ("torch", "torchvision", "cuda", "cudnn", "python", "driver",
 # The cell's resources as the host planned them (rows of the fingerprint table).
 RESOURCE_ROWS = {"threads from": "threads_from", "CPU quota": "cpus", "cpuset": "cpuset",
                  "memory limit": "memory", "swap limit": "swap", "GPUs asked": "gpus"}
+
+
+def money(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value >= 1 or value == 0:
+        return "$%.2f" % value
+    # Cloud prices make single epochs cost fractions of a cent: three significant digits,
+    # written out ($0.00000487), since "$4.87e-06" is no way to quote money.
+    if value < 1e-9:
+        return "<$0.000000001"
+    decimals = 2 - math.floor(math.log10(value))
+    return "$%.*f" % (decimals, value)
 
 
 def variant_text(variant: dict[str, Any]) -> str:

@@ -367,3 +367,9 @@ def test_one_hostile_name_per_construct_stays_text_in_every_output(tmp_path):
     formula_cells = [cell for row in rows for cell in row if "HYPERLINK" in cell]
     assert any(cell.startswith("'=") for cell in formula_cells)
     assert not any(cell[:1] in "=+-@\t\r" for row in rows for cell in row if cell)
+
+
+def test_money_is_written_out_not_in_scientific_notation():
+    assert [report.money(v) for v in (None, 0, 4.87e-06, 8.62e-05, 0.0148, 0.5, 1.234)] == [
+        "—", "$0.00", "$0.00000487", "$0.0000862", "$0.0148", "$0.500", "$1.23"]
+    assert report.money(1e-13) == "<$0.000000001"
