@@ -125,3 +125,21 @@ def result_of(path):
     assert contract.problems(record) == []
     assert record["schema"] == result.SCHEMA
     return record
+
+
+def test_a_torch_without_distributed_or_quantization_gets_a_clear_error(monkeypatch):
+    """Builds without torch.distributed (some macOS and mobile builds) or torch.ao cannot be
+    installed here: the checks run against this torch with those parts hidden."""
+    import pytest
+
+    from bench import parallel, quantize
+    from bench.compat import UnsupportedOption
+
+    config = {"parallel": "ddp", "nproc": 2, "device": "cpu"}
+    monkeypatch.setattr(torch.distributed, "is_available", lambda: False)
+    with pytest.raises(UnsupportedOption, match="--parallel ddp needs torch.distributed"):
+        parallel.plan(config)
+    monkeypatch.delattr(torch.ao.quantization, "quantize_dynamic")
+    with pytest.raises(UnsupportedOption, match="--quantize-eval dynamic needs "
+                                                "torch.ao.quantization"):
+        quantize.quantize_dynamic_fn()
