@@ -156,8 +156,10 @@ def test_the_scaling_table_gives_speedup_and_efficiency_against_one_device(tmp_p
     assert rows[1].efficiency == pytest.approx(0.5, rel=0.03)
     assert rows[0].speedup.ci[0] < rows[0].speedup.ratio < rows[0].speedup.ci[1]
     assert (rows[0].per_device_batch, rows[0].global_batch) == (256, 512)
-    page = report.render([write(tmp_path / "r", records + [lone])],
-                         tmp_path / "out")["html"].read_text()
+    written = report.render([write(tmp_path / "r", records + [lone])], tmp_path / "out")
+    page = written["html"].read_text()
+    summary = written["md"].read_text()
+    assert "| stack | " in summary and "| ddp | 2 | " in summary and "| ddp | 4 | " in summary
     table = re.search(r'<table class="scaling">(.*?)</table>', page, flags=re.S).group(1)
     assert table.count("<tr") == 1 + 2 + 1  # header, two measured rows, the write-up's
     assert "%.2f×" % rows[0].speedup.ratio in table and "%.1f%%" % (100 * rows[1].efficiency) \
