@@ -170,3 +170,35 @@ def test_local_runs_leave_cloud_targets_to_their_vms_and_check_lists_them(tmp_pa
                           stderr=subprocess.STDOUT, text=True, timeout=300)
     assert "cloud target l4: L4:1 on runpod (spot), autostop 30 min" in proc.stdout
     assert "cloud targets a100, h100, l4 run on their own VMs (nox -s cloud)" in proc.stdout
+
+
+def test_results_come_home_from_the_job_log_byte_for_byte(tmp_path):
+    """The run script's own printing loop, run by bash over real result files, then read
+    back from a log whose lines carry SkyPilot's prefix."""
+    import random
+
+    from report_fixture import make_record
+
+    from bench import result
+    from envbench.cloud import fetch
+
+    remote = tmp_path / "vm" / "reports" / "results"
+    remote.mkdir(parents=True)
+    rng = random.Random(2)
+    for i, target in enumerate(("gpu", "cpu")):
+        result.write_atomic(str(remote / ("r%d.json" % i)), make_record("g", target, 256, 0, rng))
+    (remote / "junk.json").write_text("{not a result")
+    script = tasks.run_script("h100", "matrix.yaml", False, False)
+    loop = next(line for line in script.splitlines() if line.startswith("for f in"))
+    printed = subprocess.run(["bash", "-c", loop], cwd=tmp_path / "vm", capture_output=True,
+                             text=True, check=True).stdout
+    log = "\n".join("(envbench-h100, pid=4242) " + line for line in
+                    ["epoch 1/5 ...", *printed.splitlines(), "done"])
+    log += "\n(envbench-h100, pid=4242) ENVBENCH-RESULT ../../etc/passwd.json e30="
+    written, refused = fetch.restore(log, tmp_path / "home")
+    assert sorted(p.name for p in written) == ["r0.json", "r1.json"]
+    for path in written:
+        assert path.read_bytes() == (remote / path.name).read_bytes()
+    assert dict(refused)["../../etc/passwd.json"] == "not a result file name"
+    assert dict(refused)["junk.json"].startswith("not valid JSON")
+    assert not (tmp_path / "etc").exists()
