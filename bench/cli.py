@@ -97,8 +97,42 @@ class Terminated(Exception):
     """SIGTERM: `docker stop`, or an engine shutting down, asked bench to end."""
 
 
-def _on_sigterm(signum, frame):
-    raise Terminated()
+class _SigtermGuard(object):
+    """Raise Terminated on SIGTERM, except while an extension module loads.
+
+    An exception raised from a signal handler in the middle of ``import torch`` (while
+    torch._C initialises) leaves the interpreter broken: the next call fails with
+    "SystemError: bad call flags" and the process segfaults. So during the import the
+    signal is only noted, and Terminated is raised as soon as the import is over.
+    """
+
+    def __init__(self):
+        self.deferring = False
+        self.pending = False
+
+    def __call__(self, signum, frame):
+        if self.deferring:
+            self.pending = True
+            return
+        raise Terminated()
+
+    def deferred(self):
+        guard = self
+
+        class _Deferred(object):
+            def __enter__(self):
+                guard.deferring = True
+
+            def __exit__(self, *exc_info):
+                guard.deferring = False
+                if guard.pending and exc_info[0] is None:
+                    raise Terminated()
+                return False
+
+        return _Deferred()
+
+
+_on_sigterm = _SigtermGuard()
 
 
 def main(argv=None):
@@ -108,7 +142,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _on_sigterm)
     record = result.new_record(config)
     try:
-        from bench import train  # imports torch: inside the try so a broken torch is recorded
+        with _on_sigterm.deferred():
+            from bench import train  # imports torch: inside the try so a broken torch is recorded
 
         train.run(config, record)
         record["status"] = "ok"
@@ -140,6 +175,9 @@ def main(argv=None):
 
 
 def describe(exc):
+    if "bench.compat" not in sys.modules:
+        # torch never finished importing: importing it again from here could crash.
+        return {"type": type(exc).__name__, "message": str(exc)}
     try:
         from bench.compat import is_out_of_memory
 

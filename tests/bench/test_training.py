@@ -161,3 +161,76 @@ def test_sigterm_ends_the_run_with_a_record_saying_so(tmp_path):
     assert record["status"] == "failed" and record["error"]["type"] == "Interrupted"
     assert "SIGTERM" in record["error"]["message"] and len(record["epochs"]) >= 1
     assert "Traceback" not in rest
+
+
+def test_sigterm_while_torch_imports_ends_with_a_record_not_a_crash(tmp_path):
+    """An engine shutting down can send SIGTERM while torch._C loads.
+
+    An exception raised inside that import was swallowed (the run went on) or left the
+    interpreter broken (RecursionError, or SystemError and a segfault, with a traceback in
+    the cell's log): bench must note the signal, finish the import and then end with its
+    usual record. Where in the import the signal lands matters, so it is sent at steps of
+    100 ms from the moment torch's shared library is mapped.
+    """
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from bench_helpers import ROOT
+
+    outcomes = []
+    for step in range(9):
+        out = tmp_path / ("r%d.json" % step)
+        proc = subprocess.Popen([sys.executable, "-m", "bench", *SMALL, "--epochs", "1",
+                                 "--batch-size", "64", "--pipeline", "resident",
+                                 "--out", str(out)],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                universal_newlines=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with open("/proc/%d/maps" % proc.pid) as f:
+                    if "libtorch" in f.read():
+                        break  # the process is inside `import torch`
+            except OSError:
+                pass
+            time.sleep(0.001)
+        time.sleep(step * 0.1)
+        os.kill(proc.pid, signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+        error = json.loads(out.read_text()).get("error") if out.exists() else None
+        if proc.returncode != 143 or not error or error["type"] != "Interrupted" \
+                or "Traceback" in rest:
+            outcomes.append("%d ms: exit %s, error %s\n%s" % (step * 100, proc.returncode,
+                                                              error, rest[-600:]))
+    assert not outcomes, "\n".join(outcomes)
+
+
+def test_a_sigterm_during_a_deferred_section_ends_the_run_after_it():
+    """The guard bench puts around `import torch`, with a real signal to this process."""
+    import os
+    import signal
+    import time
+
+    import pytest
+
+    from bench import cli
+
+    guard = cli._SigtermGuard()
+    previous = signal.signal(signal.SIGTERM, guard)
+    try:
+        finished = []
+        with pytest.raises(cli.Terminated):
+            with guard.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the handler has run by now, and must not have raised
+                finished.append("the section ran to its end")
+        assert finished
+        with pytest.raises(cli.Terminated):  # outside a deferred section: at once
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
