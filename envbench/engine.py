@@ -6,6 +6,8 @@ drops because dockerd stopped) is an expected failure of one image or one cell: 
 """
 from __future__ import annotations
 
+import socket
+
 import docker
 import requests
 from docker.errors import DockerException
@@ -15,6 +17,11 @@ from envbench.errors import UserError
 # What a call to the engine may raise besides a bug: the SDK's errors, and the transport's
 # when the engine goes away mid-call (requests' errors are not DockerExceptions).
 ENGINE_ERRORS = (DockerException, requests.exceptions.RequestException, ConnectionError)
+
+
+def client_host() -> str:
+    """The machine that starts cells: their containers carry it (label envbench.host)."""
+    return socket.gethostname()
 
 
 def connect() -> docker.DockerClient:

@@ -312,12 +312,15 @@ def gpu_blocks(client: docker.DockerClient, m: matrix.Matrix, cells: list[cellmo
 
 
 def remove_leftovers(client: docker.DockerClient, out: TextIO) -> None:
-    """Containers of cells that a stopped engine or a killed run could not remove."""
+    """Containers of cells that a stopped engine or a killed run could not remove.
+
+    Only those this machine started: an engine can be shared (the local cloud launcher's
+    "VMs" share the host's), and another machine's cell may be just created or just ended.
+    """
+    mine = ["envbench.cell", "envbench.host=%s" % engine.client_host()]
     try:
-        stale = client.containers.list(all=True, filters={"label": "envbench.cell",
-                                                          "status": "exited"})
-        stale += client.containers.list(all=True, filters={"label": "envbench.cell",
-                                                           "status": "created"})
+        stale = client.containers.list(all=True, filters={"label": mine, "status": "exited"})
+        stale += client.containers.list(all=True, filters={"label": mine, "status": "created"})
         for container in stale:
             container.remove(force=True)
     except engine.ENGINE_ERRORS as exc:

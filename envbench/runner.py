@@ -11,7 +11,7 @@ import docker
 import requests
 
 from bench.result import write_text_atomic
-from envbench import gpu, results
+from envbench import engine, gpu, results
 from envbench.engine import ENGINE_ERRORS, explain
 from envbench.matrix import Target
 from envbench.resources import Resources, container_limits
@@ -34,7 +34,9 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
     if mounts.data_dir is not None:
         volumes[str(mounts.data_dir.resolve())] = {"bind": "/data", "mode": "ro"}
     options: dict[str, Any] = dict(locked_down(image), command=args, volumes=volumes,
-                                   labels={"envbench.cell": cell_name}, detach=True)
+                                   labels={"envbench.cell": cell_name,
+                                           "envbench.host": engine.client_host()},
+                                   detach=True)
     options.update(container_limits(resources))
     if resources.device == "cuda":
         options["device_requests"] = gpu.device_requests(
