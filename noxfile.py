@@ -26,7 +26,8 @@ def _envbench(session: nox.Session, *args: str) -> None:
 
 @nox.session(name="cloud")
 def cloud(session: nox.Session) -> None:
-    """Cloud targets through SkyPilot (-- --dry-run --out DIR: the plan, prices, task YAMLs)."""
+    """Cloud targets through SkyPilot: one cluster each, results home, torn down, one report
+    (-- --dry-run --out DIR: the plan, prices, task YAMLs; -- --launcher local: sshd VMs)."""
     session.install("-e", ".[cloud]")
     session.env["SKYPILOT_DISABLE_USAGE_COLLECTION"] = "1"
     session.run("envbench", "cloud", *session.posargs)

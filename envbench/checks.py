@@ -34,7 +34,8 @@ def check(opts: run.Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
         if target.cloud is not None:
             c = target.cloud
             print("cloud target %s: %s on %s%s, autostop %d min; nox -s cloud -- --dry-run "
-                  "shows its plan and price" % (name, c.accelerators, c.infra or "any cloud",
+                  "shows its plan and price" % (name, c.accelerators or "a CPU VM",
+                                                c.infra or "any cloud",
                                                 " (spot)" if c.use_spot else "",
                                                 c.autostop_minutes), file=out)
     run.print_resources(m, cells, resources.Host.local(), out)

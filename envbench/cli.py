@@ -128,6 +128,10 @@ def parser() -> argparse.ArgumentParser:
                        help="print the plan and write the task YAMLs; launch nothing")
     cloud.add_argument("--out", type=Path, default=None, metavar="DIR",
                        help="write each target's SkyPilot task YAML here")
+    cloud.add_argument("--launcher", choices=("sky", "local"), default="sky",
+                       help="sky: SkyPilot's clusters (default); local: sshd containers on "
+                            "this machine, a rehearsal of the fan-out (infra ssh/local, no "
+                            "accelerators)")
     p.set_defaults(commands=sub.choices)
     return p
 
@@ -171,8 +175,11 @@ def dispatch(args: argparse.Namespace) -> int:
         from envbench.cloud import plan
 
         if not args.dry_run:
-            raise UserError("launching cloud targets is not built yet; `nox -s cloud -- "
-                            "--dry-run --out DIR` prints the plan and writes the task YAMLs")
+            from envbench.cloud import fanout
+
+            return fanout.launch(matrix.load(args.matrix), args.matrix, args.reports,
+                                 args.target, args.data, args.synthetic, args.out,
+                                 args.launcher)
         return plan.dry_run(matrix.load(args.matrix), args.matrix, args.reports, args.target,
                             args.data, args.synthetic, args.out)
     if args.command == "compare":

@@ -175,9 +175,12 @@ INSTANCE = r"^[A-Za-z0-9_.:-]{1,80}$"
 
 
 class Cloud(_Strict):
-    """A target that lives in a cloud: SkyPilot provisions a VM for it (nox -s cloud)."""
+    """A target that lives in a cloud: SkyPilot provisions a VM for it (nox -s cloud).
 
-    accelerators: Annotated[str, Field(strict=True, pattern=ACCELERATORS)]
+    A cuda target names its accelerators; a cpu target has none (the CPU baseline on a cloud
+    VM: instance_type, or SkyPilot's default CPU VM)."""
+
+    accelerators: Optional[Annotated[str, Field(strict=True, pattern=ACCELERATORS)]] = None
     # aws, gcp/us-central1, k8s, ssh/<pool>: SkyPilot's infra grammar (cloud[/region[/zone]]).
     infra: Optional[Annotated[str, Field(strict=True, pattern=INFRA)]] = None
     instance_type: Optional[Annotated[str, Field(strict=True, pattern=INSTANCE)]] = None
@@ -187,7 +190,7 @@ class Cloud(_Strict):
 
     @property
     def accelerator(self) -> tuple[str, int]:
-        name, _, count = self.accelerators.partition(":")
+        name, _, count = (self.accelerators or "").partition(":")
         return name, int(count or 1)
 
     @property
@@ -237,9 +240,12 @@ class Target(_Strict):
         if self.memory is not None and size_bytes(self.memory) < MIN_MEMORY:
             raise ValueError("memory: %s is below 64m, too little for any torch to start"
                              % self.memory)
-        if self.cloud is not None and self.device != "cuda":
-            raise ValueError("cloud: a cloud target carries accelerators: it needs "
-                             "device: cuda")
+        if self.cloud is not None and self.device == "cuda" and not self.cloud.accelerators:
+            raise ValueError("cloud: a cuda target in a cloud needs accelerators "
+                             "(e.g. accelerators: \"H100:1\")")
+        if self.cloud is not None and self.device == "cpu" and self.cloud.accelerators:
+            raise ValueError("cloud: accelerators on a cpu target would be paid for and "
+                             "never used: use device: cuda, or remove accelerators")
         return self
 
     @property

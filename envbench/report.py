@@ -215,23 +215,28 @@ def markdown_safe(value: Any) -> Any:
 
 
 def render(paths: list[Path], out: Path, baseline: str | None = None,
-           goal: float | None = None, baseline_env: str | None = None) -> dict[str, Path]:
+           goal: float | None = None, baseline_env: str | None = None,
+           cloud_runs: list[dict[str, Any]] | None = None) -> dict[str, Path]:
     """Report every valid result in ``paths`` (files or folders), naming the files left out."""
     loaded, skipped = reportdata.load(paths)
     return render_loaded(loaded, skipped, out, baseline, goal, where=", ".join(map(str, paths)),
-                         baseline_env=baseline_env)
+                         baseline_env=baseline_env, cloud_runs=cloud_runs)
 
 
 def render_loaded(loaded: list[reportdata.Loaded], skipped: list[tuple[str, str]], out: Path,
                   baseline: str | None = None, goal: float | None = None,
-                  where: str = "the results", baseline_env: str | None = None
-                  ) -> dict[str, Path]:
+                  where: str = "the results", baseline_env: str | None = None,
+                  cloud_runs: list[dict[str, Any]] | None = None) -> dict[str, Path]:
     records = [item.record for item in loaded]
     if not records:
         raise UserError("no results to report in %s (run `nox -s bench-cpu` first)%s"
                         % (where, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
                            if skipped else ""))
     context = build_context(records, skipped, baseline, goal, baseline_env)
+    # The cloud clusters these results came from (REPORTS/cloud/runs.json of `nox -s cloud`):
+    # what each cost, by the provider's accounting where it gives one.
+    targets = {r["cell"].get("target") for r in records}
+    context["cloud_runs"] = [run for run in cloud_runs or [] if run.get("target") in targets]
     env = jinja_env()
     out.mkdir(parents=True, exist_ok=True)
     written = {"html": out / "index.html", "md": out / "summary.md", "csv": out / "results.csv"}
@@ -297,8 +302,10 @@ def main(args: argparse.Namespace) -> int:
         loaded, skipped, where = current_results(
             args.matrix, args.reports, args.env, args.target, args.kind, args.quick,
             args.synthetic, args.data, args.locks)
+    from envbench.cloud.fanout import runs_of
+
     written = render_loaded(loaded, skipped, out, args.baseline, args.target_accuracy, where,
-                            args.baseline_env)
+                            args.baseline_env, cloud_runs=runs_of(args.reports))
     print("reported %d results; left out %d files%s" % (
         len(loaded), len(skipped), " (the page lists them with the reason)" if skipped else ""))
     for path, why in skipped[:5]:

@@ -15,6 +15,7 @@ Importing this module needs only the standard library: `.ci/run` runs
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -192,11 +193,44 @@ def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout) -> Path
     return folder
 
 
+def kit_requirements() -> list[str]:
+    """The kit's own Python packages (pyproject's dependencies) and what installs it."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml")
+                            .read_text())
+    return ["nox>=2024.3", "setuptools>=68", "wheel", *project["project"]["dependencies"]]
+
+
+def ensure_kit_wheelhouse(python: str, out: TextIO = sys.stdout) -> Path:
+    """The kit's Python packages for Python ``python``, for machines without an index (the
+    local launcher's VMs): fetched once by the host's pip, refreshed when the list changes."""
+    wanted = kit_requirements()
+    digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
+    folder = cache_root() / ("wheelhouse-kit-py%s-%s" % (python.replace(".", ""), digest))
+    if (folder / "COMPLETE").exists():
+        return folder
+    _say(out, "fetching the kit's Python packages for Python %s into %s" % (python, folder))
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", *wanted,
+                           "--only-binary", ":all:", "--python-version", python,
+                           "-d", str(folder)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
+        raise UserError("could not fetch the kit's packages for Python %s: %s" % (python, tail))
+    (folder / "COMPLETE").write_text("\n".join(wanted) + "\n")
+    return folder
+
+
 # What `nox -s tests` needs beyond Python packages: debootstrap (the local base image),
 # Chromium (the report's screenshot test), and Debian's torch 1.13 stack, on which bench's
 # tests run a second time (with jsonschema, which checks its outputs there too).
 TEST_PACKAGES = {
     "debootstrap": "debootstrap", "chromium": "chromium",
+    # The cloud fan-out's tests reach their sshd "VMs" with ssh and rsync.
+    "openssh-client": "ssh", "rsync": "rsync",
     "python3-torch": "torch", "python3-torchvision": "torchvision", "python3-pil": "PIL",
     "python3-numpy": "numpy", "python3-pytest": "pytest", "python3-jsonschema": "jsonschema",
 }
@@ -205,7 +239,7 @@ TEST_PACKAGES = {
 def ensure_test_tools(out: TextIO = sys.stdout) -> None:
     missing = []
     for package, probe in TEST_PACKAGES.items():
-        if package in ("debootstrap", "chromium"):
+        if package in ("debootstrap", "chromium", "openssh-client", "rsync"):
             if shutil.which(probe) is None:
                 missing.append(package)
         elif subprocess.run(["/usr/bin/python3", "-c", "import %s" % probe],

@@ -40,6 +40,7 @@ class TargetPlan:
     unknown_cells: int
     yaml_path: Path | None = None
     environments: list[str] = field(default_factory=list)
+    task: dict = field(default_factory=dict)  # the SkyPilot task-YAML, validated
 
     @property
     def total_s(self) -> float:
@@ -101,10 +102,11 @@ def plan(matrix: Matrix, matrix_path: Path, workdir: Path, reports: Path,
             run_s += first + steady * (cell.settings["epochs"] - 1) + CELL_OVERHEAD_S
         config = tasks.task_config(name, target, workdir, matrix_path, data, synthetic)
         skyapi.validated_task(config)  # SkyPilot's own schema check, before anything is written
-        p = TargetPlan(name, cloud.accelerators, cloud.infra or "cheapest in the catalog",
+        p = TargetPlan(name, cloud.accelerators or "CPU VM",
+                       cloud.infra or "cheapest in the catalog",
                        price, source, instance, todo,
                        None if unknown == len(todo) else run_s, unknown,
-                       environments=sorted({c.environment for c in todo}))
+                       environments=sorted({c.environment for c in todo}), task=config)
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             p.yaml_path = out / ("%s.yaml" % config["name"])
@@ -119,8 +121,8 @@ def _duration(seconds: float) -> str:
     return "%.0f min" % minutes if minutes < 120 else "%.1f h" % (minutes / 60)
 
 
-def describe(plans: list[TargetPlan]) -> str:
-    lines = ["Plan (dry run: nothing is launched):"]
+def describe(plans: list[TargetPlan], launching: bool = False) -> str:
+    lines = ["Plan (launching now):" if launching else "Plan (dry run: nothing is launched):"]
     total = 0.0
     for p in plans:
         price = ("$%.2f/h (%s%s)" % (p.price, p.price_source,
@@ -149,13 +151,17 @@ def describe(plans: list[TargetPlan]) -> str:
     return "\n".join(lines)
 
 
-def dry_run(matrix: Matrix, matrix_path: Path, reports: Path, targets: list[str] | None,
-            data: Path | None, synthetic: bool, out: Path | None) -> int:
-    # The folder nox runs in is the checkout that each VM receives as its workdir.
+def checkout() -> Path:
+    """The folder nox runs in: the checkout that each VM receives as its workdir."""
     workdir = Path.cwd()
     if not (workdir / "noxfile.py").exists() or not (workdir / "bench").is_dir():
         raise UserError("run the cloud command from the envbench checkout (%s has no "
                         "noxfile.py and bench/): that folder is synced to each VM" % workdir)
-    plans = plan(matrix, matrix_path, workdir, reports, targets, data, synthetic, out)
+    return workdir
+
+
+def dry_run(matrix: Matrix, matrix_path: Path, reports: Path, targets: list[str] | None,
+            data: Path | None, synthetic: bool, out: Path | None) -> int:
+    plans = plan(matrix, matrix_path, checkout(), reports, targets, data, synthetic, out)
     print(describe(plans))
     return 0

@@ -62,6 +62,9 @@ def hourly_price(cloud: Cloud) -> tuple[float | None, str | None, str]:
         return None, cloud.instance_type, (
             "no SkyPilot catalog on this machine for %s (run `sky show-gpus` once online, or "
             "give price_per_hour)" % (cloud.cloud_name or "any cloud"))
+    if not cloud.accelerators and not cloud.instance_type:
+        return None, None, ("a CPU VM of SkyPilot's choosing has no price before it is "
+                            "launched (give instance_type or price_per_hour)")
     best: tuple[float, str, str] | None = None
     name, count = cloud.accelerator
     for cloud_name in clouds:
@@ -81,5 +84,71 @@ def hourly_price(cloud: Cloud) -> tuple[float | None, str | None, str]:
             continue  # this cloud does not offer it (or not as spot, or not there)
     if best is None:
         return None, cloud.instance_type, ("%s is not in the catalog of %s"
-                                           % (cloud.accelerators, ", ".join(clouds)))
+                                           % (cloud.accelerators or cloud.instance_type,
+                                              ", ".join(clouds)))
     return best[0], best[1], "SkyPilot catalog (%s)" % best[2]
+
+
+class SkyLauncher:
+    """The fan-out's clusters on real clouds, through SkyPilot's client SDK (0.14):
+    ``sky.launch`` + ``sky.stream_and_get`` (provision, sync, setup, submit the run),
+    ``sky.tail_logs`` (the job's output and exit code), ``sky.down`` and ``sky.cost_report``.
+    SkyPilot adds each cluster's ssh alias to ~/.ssh/config, which is how rsync reaches it."""
+
+    name = "SkyPilot"
+
+    def __init__(self) -> None:
+        self.sky = import_sky()
+        self._jobs: dict[str, int | None] = {}
+        self._requests: dict[str, Any] = {}
+
+    def launch(self, cluster: str, task: dict[str, Any], out: Any) -> Any:
+        from envbench.cloud.launcher import LineStream, ProvisionFailed, Remote
+
+        sky = self.sky
+        stream = LineStream(out)
+        try:
+            request = sky.launch(validated_task(task), cluster_name=cluster)
+            self._requests[cluster] = request
+            job_id, _handle = sky.stream_and_get(request, output_stream=stream)
+        except UserError:
+            raise
+        except Exception as exc:  # no capacity, no credentials, quota: SkyPilot's own words
+            raise ProvisionFailed("%s: %s" % (type(exc).__name__, _first_line(exc)))
+        finally:
+            stream.flush()
+        self._jobs[cluster] = job_id
+        return Remote(cluster)
+
+    def wait(self, cluster: str, out: Any) -> int:
+        from envbench.cloud.launcher import LineStream
+
+        stream = LineStream(out)
+        try:
+            return int(self.sky.tail_logs(cluster, self._jobs.get(cluster), follow=True,
+                                          output_stream=stream))
+        finally:
+            stream.flush()
+
+    def down(self, cluster: str) -> None:
+        sky = self.sky
+        request = self._requests.pop(cluster, None)
+        if request is not None:
+            try:  # a launch still provisioning: stop asking for the VM first
+                sky.api_cancel(request, silent=True)
+            except Exception:
+                pass
+        try:
+            sky.get(sky.down(cluster))
+        except sky.exceptions.ClusterDoesNotExist:
+            pass  # never came up, or autostop already took it down
+
+    def costs(self, clusters: list[str]) -> dict[str, float]:
+        records = self.sky.get(self.sky.cost_report(days=1))
+        return {r["name"]: float(r["total_cost"]) for r in records
+                if r.get("name") in clusters and r.get("total_cost") is not None}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else "(no message)"

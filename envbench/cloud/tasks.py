@@ -7,10 +7,12 @@ base64-encoded after a marker, so the job's log alone can restore them.
 """
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any
 
+from envbench import sources
 from envbench.matrix import Target
 
 RESULT_MARKER = "ENVBENCH-RESULT"
@@ -47,8 +49,14 @@ def run_script(target: str, matrix: str, data: bool, synthetic: bool) -> str:
 SETUP = "\n".join([
     "set -e",
     # SkyPilot's GPU images carry Docker and the NVIDIA container toolkit; the kit needs nox.
-    "python3 -m pip install --user --quiet 'nox>=2024.3'",
+    "python3 -m pip install --user --quiet --no-warn-script-location 'nox>=2024.3'",
 ])
+
+
+def matrix_variables(matrix: Path) -> dict[str, str]:
+    """The ${VARIABLES} the matrix names that are set here: the VM's matrix needs them too."""
+    names = sources.VARIABLE.findall(matrix.read_text(encoding="utf-8", errors="replace"))
+    return {name: os.environ[name] for name, _ in names if name in os.environ}
 
 
 def task_config(name: str, target: Target, workdir: Path, matrix: Path,
@@ -61,11 +69,12 @@ def task_config(name: str, target: Target, workdir: Path, matrix: Path,
     except ValueError:
         matrix_rel = "envbench-matrix.yaml"  # outside the workdir: mounted beside it below
     resources: dict[str, Any] = {
-        "accelerators": cloud.accelerators, "use_spot": cloud.use_spot,
-        "disk_size": cloud.disk_size,
+        "use_spot": cloud.use_spot, "disk_size": cloud.disk_size,
         # The safety net if the kit dies before its `finally`: the VM stops and is deleted.
         "autostop": {"idle_minutes": cloud.autostop_minutes, "down": True},
     }
+    if cloud.accelerators:
+        resources["accelerators"] = cloud.accelerators
     if cloud.infra:
         resources["infra"] = cloud.infra
     if cloud.instance_type:
@@ -74,7 +83,8 @@ def task_config(name: str, target: Target, workdir: Path, matrix: Path,
         "name": cluster_name(name),
         "workdir": str(workdir.resolve()),
         "resources": resources,
-        "envs": {"SKYPILOT_DISABLE_USAGE_COLLECTION": "1", "ENVBENCH_TARGET": name},
+        "envs": {**matrix_variables(matrix), "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
+                 "ENVBENCH_TARGET": name},
         "setup": SETUP,
         "run": run_script(name, matrix_rel, data is not None, synthetic),
     }

@@ -2,6 +2,7 @@
 validation, prices from a fixture catalog in a temporary SkyPilot home, and the dry run."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -57,8 +58,14 @@ def test_the_cloud_block_is_validated_with_key_paths():
     bad = three().replace("infra: lambda}", "infra: lambda, colour: red}")
     assert "targets.h100.cloud.colour: unknown key" in problems(bad)
     bad = three().replace("h100: {device: cuda,", "h100: {device: cpu,")
-    assert any("cloud: a cloud target carries accelerators: it needs device: cuda" in p
+    assert any("cloud: accelerators on a cpu target would be paid for and never used" in p
                for p in problems(bad))
+    bad = three().replace('accelerators: "H100:1", ', "")
+    assert any("cloud: a cuda target in a cloud needs accelerators" in p for p in problems(bad))
+    # The CPU baseline on a cloud VM: no accelerators, SkyPilot's default CPU VM or a type.
+    cpu = matrix.parse(three().replace('h100: {device: cuda, cloud: {accelerators: "H100:1", ',
+                                       "h100: {device: cpu, cloud: {"))
+    assert cpu.targets["h100"].cloud.accelerators is None
 
 
 def test_each_task_is_a_real_skypilot_task_and_its_yaml_round_trips(sky_home, tmp_path):
@@ -202,3 +209,54 @@ def test_results_come_home_from_the_job_log_byte_for_byte(tmp_path):
     assert dict(refused)["../../etc/passwd.json"] == "not a result file name"
     assert dict(refused)["junk.json"].startswith("not valid JSON")
     assert not (tmp_path / "etc").exists()
+
+
+def test_when_rsync_cannot_reach_the_cluster_the_job_log_brings_the_results_home(
+        tmp_path, capsys):
+    """A real rsync over a real ssh that is refused (nothing listens on 127.0.0.1:1): the
+    fan-out says so and restores this target's result from the log, price filled in."""
+    import base64
+    import random
+
+    from report_fixture import make_record
+
+    from envbench.cloud import fanout
+    from envbench.cloud.launcher import Remote
+
+    text = three().replace('h100: {device: cuda, cloud: {accelerators: "H100:1", infra: lambda}}',
+                           "h100: {device: cuda, price_per_hour: 2.0, cloud: "
+                           "{accelerators: \"H100:1\", infra: lambda}}")
+    m = matrix.parse(text)
+    reports = tmp_path / "reports"
+    (p,) = plan.plan(m, ROOT / "matrix.yaml", ROOT, reports, ["h100"], None, True, None)
+    record = make_record("g", "gpu", 256, 0, random.Random(3))
+    record["cell"]["target"], record["cell"]["price_per_hour"] = "h100", None
+    other = make_record("g", "gpu", 256, 1, random.Random(4))  # another target's: left out
+    log = "\n".join("(task, pid=7) %s %s %s" % (tasks.RESULT_MARKER, name, base64.b64encode(
+        json.dumps(r).encode()).decode()) for name, r in (("mine.json", record),
+                                                          ("theirs.json", other)))
+    fan = fanout.FanOut([p], launcher=None, m=m, reports=reports,
+                        data={"source": "synthetic", "sha256": None})
+    outcome = fan.outcomes["h100"]
+    refused = Remote("127.0.0.1", ["ssh", "-F", "/dev/null", "-p", "1", "-o", "BatchMode=yes",
+                                   "-o", "ConnectTimeout=5"])
+    fan._bring_home(p, outcome, refused, log)
+    said = capsys.readouterr().out
+    assert "[h100] rsync failed (exit " in said and "restoring results from the job's log" in said
+    assert outcome.fetched_by == "the job's log" and outcome.state == "done"
+    assert outcome.results == ["mine.json"]
+    home = json.loads((reports / "results" / "mine.json").read_text())
+    assert home["cell"]["price_per_hour"] == 2.0 and home["cell"]["price_source"] == "matrix"
+    assert home["epochs"] == record["epochs"]
+
+
+def test_a_line_stream_hands_over_whole_lines_only():
+    from envbench.cloud.launcher import LineStream
+
+    lines: list[str] = []
+    stream = LineStream(lines.append)
+    stream.write("provisioning")
+    stream.write(" 1/2\r\nsetup done\nepoch 1")
+    assert lines == ["provisioning 1/2", "setup done"]
+    stream.flush()
+    assert lines[-1] == "epoch 1"

@@ -1,0 +1,259 @@
+"""Local "VMs" for the fan-out: sshd containers, reached over ssh on 127.0.0.1 only.
+
+The same task as SkyPilot's runs here the same way: the workdir and file mounts are synced
+over ssh (rsync), setup and the run script run over ssh under the task's env, and results come
+back over a per-cluster ssh config alias. It is how the fan-out is tested without a cloud,
+and how a user can rehearse a cloud matrix before paying for one (`--launcher local`).
+
+What differs from a cloud VM, and why:
+- The VM's cells run on this machine's Docker engine (its socket is mounted), as sibling
+  containers: so the VM's home is a folder of this machine mounted at the same path, and
+  the paths bench mounts into cells mean the same on both sides.
+- The VM has no package index (containers here cannot reach one): pip installs the kit's
+  Python packages from a wheelhouse this machine fetched (PIP_NO_INDEX, PIP_FIND_LINKS).
+- Pools: infra ``ssh/local`` is the only pool; any other infra, and any accelerators, fail to
+  provision, as SkyPilot fails for a pool or GPU it does not have.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from envbench import engine, setup
+from envbench.cloud.launcher import LineSink, ProvisionFailed, Remote
+from envbench.errors import UserError
+
+POOL = "local"
+LABEL = "envbench.cluster"
+SSH_WAIT_S = 60
+# root's home becomes $1 (usermod refuses while root runs a process, as this shell does).
+SET_HOME_AND_SERVE = ('sed -i "s#^root:\\([^:]*\\):0:0:\\([^:]*\\):[^:]*:#root:\\1:0:0:\\2:$1:#" '
+                      '/etc/passwd && exec /usr/sbin/sshd -D -e')
+
+IMAGE_RECIPE = """FROM {base}
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+      openssh-server rsync python3-pip ca-certificates && rm -rf /var/lib/apt/lists/* \\
+ && mkdir -p /run/sshd && ssh-keygen -A \\
+ && printf 'PermitRootLogin prohibit-password\\nPasswordAuthentication no\\nUseDNS no\\n' \\
+      > /etc/ssh/sshd_config.d/envbench.conf
+CMD ["/usr/sbin/sshd", "-D", "-e"]
+"""
+
+
+def ensure_image(client: Any, base: str, out: TextIO = sys.stdout) -> str:
+    """The VM image: the python base with sshd and rsync (apt, once; cached by recipe)."""
+    recipe = IMAGE_RECIPE.format(base=base)
+    tag = "envbench/sshd-vm:%s" % hashlib.sha256(recipe.encode()).hexdigest()[:16]
+    if engine.image_or_none(client, tag) is not None:
+        return tag
+    print("building %s (sshd and rsync on %s): the local launcher's VM" % (tag, base),
+          file=out, flush=True)
+    spool = io.BytesIO()
+    with tarfile.open(fileobj=spool, mode="w") as tar:
+        data = recipe.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    spool.seek(0)
+    try:
+        client.images.build(fileobj=spool, custom_context=True, tag=tag, rm=True, forcerm=True,
+                            pull=False)
+    except engine.ENGINE_ERRORS as exc:
+        raise UserError("building the local VM image failed: %s" % engine.explain(exc))
+    return tag
+
+
+def _quote_remote(path: str) -> str:
+    """A remote path for a shell: ``~/`` stays unquoted so the remote shell expands it."""
+    if path.startswith("~/"):
+        return "~/" + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+class LocalLauncher:
+    name = "local sshd containers"
+
+    def __init__(self, client: Any, image: str, state: Path, wheelhouse: Path,
+                 out: TextIO = sys.stdout) -> None:
+        self.client = client
+        self.image = image
+        self.state = state.resolve()
+        self.wheelhouse = wheelhouse.resolve()
+        self.out = out
+        self.key = self.state / "id_ed25519"
+        self._jobs: dict[str, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+        self.state.mkdir(parents=True, exist_ok=True)
+        if not self.key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
+                            "envbench-local-launcher", "-f", str(self.key)], check=True)
+
+    # --- the machine's own environment (what a VM image would carry)
+    def machine_env(self) -> dict[str, str]:
+        return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheelhouse),
+                "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                "PIP_ROOT_USER_ACTION": "ignore"}
+
+    def home(self, cluster: str) -> Path:
+        return self.state / "vms" / cluster
+
+    def remote(self, cluster: str) -> Remote:
+        return Remote(cluster, ["ssh", "-F", str(self.state / "ssh" / cluster)])
+
+    # --- Launcher
+    def launch(self, cluster: str, task: dict[str, Any], out: LineSink) -> Remote:
+        infra = (task.get("resources") or {}).get("infra") or ""
+        accelerators = (task.get("resources") or {}).get("accelerators")
+        if infra != "ssh/%s" % POOL:
+            raise ProvisionFailed("no SSH node pool serves infra %r (the local launcher has "
+                                  "one pool: ssh/%s)" % (infra or "any cloud", POOL))
+        if accelerators:
+            raise ProvisionFailed("no node in pool %s has %s" % (POOL, accelerators))
+        remote = self._start(cluster, out)
+        self._sync(remote, task, out)
+        envs = dict(self.machine_env(), **{k: str(v) for k, v in
+                                            (task.get("envs") or {}).items()})
+        if task.get("setup"):
+            out("running setup")
+            code = self._ssh(remote, envs, task["setup"], out)
+            if code != 0:
+                raise ProvisionFailed("setup exited with code %d on %s" % (code, cluster))
+        out("running the task")
+        with self._lock:
+            self._jobs[cluster] = self._popen(remote, envs, task["run"])
+        return remote
+
+    def wait(self, cluster: str, out: LineSink) -> int:
+        proc = self._jobs[cluster]
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out(line.rstrip("\n"))
+        return proc.wait()
+
+    def down(self, cluster: str) -> None:
+        with self._lock:
+            proc = self._jobs.pop(cluster, None)
+        # The VM, then the cells it started on the shared engine (a real VM's go with it).
+        for label in ("%s=%s" % (LABEL, cluster), "envbench.host=%s" % cluster):
+            for container in self.client.containers.list(all=True,
+                                                         filters={"label": label}):
+                container.remove(force=True)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+
+    def costs(self, clusters: list[str]) -> dict[str, float]:
+        return {}  # no provider's accounting here: the fan-out estimates from price x time
+
+    # --- the steps
+    def _start(self, cluster: str, out: LineSink) -> Remote:
+        home = self.home(cluster)
+        self.down(cluster)  # a VM of that name left by a killed run
+        shutil.rmtree(home, ignore_errors=True)  # a new VM starts empty
+        (home / ".ssh").mkdir(parents=True, exist_ok=True, mode=0o700)
+        home.chmod(0o755)
+        keys = home / ".ssh" / "authorized_keys"
+        keys.write_text(Path(str(self.key) + ".pub").read_text())
+        keys.chmod(0o600)
+        try:
+            # The VM's home is this machine's folder at the same path (see the docstring).
+            container = self.client.containers.run(
+                self.image, ["sh", "-c", SET_HOME_AND_SERVE, "vm", str(home)],
+                name=cluster, detach=True, labels={LABEL: cluster}, hostname=cluster,
+                # Published on 127.0.0.1 only: nothing talks to a container's own address.
+                ports={"22/tcp": ("127.0.0.1", None)},
+                volumes={str(home): {"bind": str(home), "mode": "rw"},
+                         str(self.wheelhouse): {"bind": str(self.wheelhouse), "mode": "ro"},
+                         "/var/run/docker.sock": {"bind": "/var/run/docker.sock",
+                                                  "mode": "rw"}})
+            container.reload()
+            published = (container.attrs["NetworkSettings"]["Ports"] or {}).get("22/tcp")
+            if not published:
+                raise ProvisionFailed("the VM container stopped at once (%s): %s" % (
+                    container.status, " ".join(container.logs().decode(errors="replace")
+                                               .split())[-300:]))
+            port = published[0]["HostPort"]
+        except engine.ENGINE_ERRORS as exc:
+            raise ProvisionFailed(engine.explain(exc))
+        config = self.state / "ssh" / cluster
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text("\n".join([
+            "Host %s" % cluster, "  HostName 127.0.0.1", "  Port %s" % port, "  User root",
+            "  IdentityFile %s" % self.key, "  IdentitiesOnly yes", "  BatchMode yes",
+            "  StrictHostKeyChecking no", "  UserKnownHostsFile /dev/null", "  LogLevel ERROR",
+            "  ServerAliveInterval 15", ""]))
+        remote = self.remote(cluster)
+        out("up: %s (ssh %s, port %s on 127.0.0.1)" % (container.short_id, cluster, port))
+        deadline = time.monotonic() + SSH_WAIT_S
+        while True:
+            probe = subprocess.run([*remote.ssh, cluster, "true"], capture_output=True,
+                                   text=True, timeout=30)
+            if probe.returncode == 0:
+                return remote
+            if time.monotonic() > deadline:
+                raise ProvisionFailed("sshd on %s did not answer in %d s: %s"
+                                      % (cluster, SSH_WAIT_S, probe.stderr.strip()[-300:]))
+            time.sleep(0.5)
+
+    def _sync(self, remote: Remote, task: dict[str, Any], out: LineSink) -> None:
+        """The workdir (what git does not ignore, as SkyPilot syncs it), then file mounts."""
+        ssh = " ".join(map(shlex.quote, remote.ssh))
+        steps = []
+        if task.get("workdir"):
+            steps.append(["rsync", "-a", "--delete", "--exclude", ".git",
+                          "--filter", ":- .gitignore", "-e", ssh,
+                          str(task["workdir"]).rstrip("/") + "/",
+                          "%s:%s/" % (remote.alias, remote.workdir)])
+        for dest, src in (task.get("file_mounts") or {}).items():
+            parent = os.path.dirname(dest.rstrip("/")) or "."
+            subprocess.run([*remote.ssh, remote.alias, "mkdir -p %s" % _quote_remote(parent)],
+                           capture_output=True, check=False)
+            source = str(src).rstrip("/") + ("/" if os.path.isdir(src) else "")
+            steps.append(["rsync", "-a", "-e", ssh, source,
+                          "%s:%s%s" % (remote.alias, dest.rstrip("/"),
+                                       "/" if os.path.isdir(src) else "")])
+        for command in steps:
+            proc = subprocess.run(command, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise ProvisionFailed("syncing %s failed: %s"
+                                      % (command[-2], " ".join(proc.stderr.split())[-300:]))
+        out("synced the workdir%s" % (" and %d file mounts" % len(task["file_mounts"])
+                                      if task.get("file_mounts") else ""))
+
+    def _command(self, envs: dict[str, str], script: str) -> str:
+        exports = "".join("export %s=%s; " % (k, shlex.quote(v)) for k, v in envs.items())
+        return "%scd ~/sky_workdir && bash -c %s" % (exports, shlex.quote(script))
+
+    def _popen(self, remote: Remote, envs: dict[str, str], script: str) -> subprocess.Popen:
+        return subprocess.Popen([*remote.ssh, remote.alias, self._command(envs, script)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL, errors="replace")
+
+    def _ssh(self, remote: Remote, envs: dict[str, str], script: str, out: LineSink) -> int:
+        proc = self._popen(remote, envs, script)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out(line.rstrip("\n"))
+        return proc.wait()
+
+
+def make(out: TextIO = sys.stdout) -> LocalLauncher:
+    """The local launcher with its image and wheelhouse (built and fetched once)."""
+    client = engine.connect()
+    base = os.environ.get("ENVBENCH_PYTHON_BASE") or setup.ensure_python_base(
+        client, setup.ensure_base(client, out), out)
+    image = ensure_image(client, base, out)
+    python = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d' "
+                                                           "% sys.version_info[:2])"],
+                                   remove=True).decode().strip()
+    wheelhouse = setup.ensure_kit_wheelhouse(python, out)
+    return LocalLauncher(client, image, setup.cache_root() / "local-vms", wheelhouse, out)

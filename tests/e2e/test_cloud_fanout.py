@@ -1,0 +1,137 @@
+"""The cloud fan-out on local "VMs": real sshd containers reached over ssh on 127.0.0.1, the
+same SkyPilot task (workdir and data synced with rsync, setup and run script over ssh), results
+home over each cluster's ssh alias, one report of every target."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import ROOT, envbench
+
+from envbench.cloud import local
+
+pytestmark = pytest.mark.e2e
+
+MATRIX = """
+environments:
+  debian-torch1.13:
+    python: "3.11"
+    torch: "1.13"
+    source: debian
+    base: "${ENVBENCH_BASE}"
+targets:
+  cpu: {device: cpu, cpus: 2, memory: 4g}
+  vm-a: {device: cpu, cpus: 1, memory: 2g, price_per_hour: 0.05, timeout_s: 900,
+         label: "VM A", cloud: {infra: ssh/local}}
+  vm-b: {device: cpu, cpus: 1, memory: 2g, price_per_hour: 0.07, timeout_s: 900,
+         label: "VM B", cloud: {infra: ssh/local}}
+  vm-gone: {device: cpu, cpus: 1, price_per_hour: 0.09, cloud: {infra: ssh/elsewhere}}
+benchmark:
+  epochs: 1
+  batch_size: 64
+  pipeline: resident
+  repeats: 1
+  limit: 600
+  limit_test: 200
+"""
+
+
+def _vms(client) -> list:
+    return client.containers.list(all=True, filters={"label": local.LABEL})
+
+
+def _cells_of_vms(client) -> list:
+    return [c for c in client.containers.list(all=True, filters={"label": "envbench.host"})
+            if c.labels["envbench.host"].startswith("envbench-vm-")]
+
+
+def test_two_vms_at_once_one_that_cannot_provision_and_one_report(
+        client, first_run, e2e_env, cifar, tmp_path):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(MATRIX)
+    reports = tmp_path / "reports"
+    started = time.monotonic()
+    proc = envbench(e2e_env, "cloud", "--launcher", "local", "--matrix", matrix,
+                    "--data", cifar, "--reports", reports, timeout=1500)
+    wall = time.monotonic() - started
+    out = proc.stdout
+    print(out)
+    print("fan-out wall time: %.0f s" % wall)
+    lines = out.splitlines()
+    # One target failing to provision is recorded and the others go on: exit 1, not a crash.
+    assert proc.returncode == 1, out[-4000:]
+    assert "Traceback" not in out
+    assert "[vm-gone] failed: envbench-vm-gone could not be provisioned: no SSH node pool " \
+           "serves infra 'ssh/elsewhere'" in out
+    # Concurrent: both VMs were running their task before either's results came home.
+    first_home = min(i for i, line in enumerate(lines) if "results home via" in line)
+    for name in ("vm-a", "vm-b"):
+        running = lines.index("[%s] running the task" % name)
+        assert running < first_home, lines
+        assert "[%s] results home via rsync over ssh (envbench-%s): 1 result (1 ok), job " \
+               "exit code 0" % (name, name) in out
+    # Streamed with a prefix: bench's own epoch line, from inside each VM.
+    assert any(line.startswith("[vm-a] ") and "epoch 1/1" in line for line in lines)
+    assert "torn down: envbench-vm-a" in out and "torn down: envbench-vm-b" in out
+    assert not _vms(client) and not _cells_of_vms(client)
+
+    records = [json.loads(p.read_text()) for p in sorted((reports / "results").glob("*.json"))]
+    by_target = {r["cell"]["target"]: r for r in records}
+    assert sorted(by_target) == ["vm-a", "vm-b", "vm-gone"]
+    for name, price in (("vm-a", 0.05), ("vm-b", 0.07)):
+        record = by_target[name]
+        assert record["status"] == "ok" and record["cell"]["price_per_hour"] == price
+        assert record["cell"]["price_source"] == "matrix"
+        assert record["env"]["torch"].startswith("1.13")
+    gone = by_target["vm-gone"]
+    assert gone["status"] == "failed" and gone["error"]["type"] == "ProvisionFailed"
+    runs = {r["target"]: r for r in json.loads(
+        (reports / "cloud" / "runs.json").read_text())["runs"]}
+    assert runs["vm-a"]["state"] == "done" and runs["vm-gone"]["state"] == "failed"
+    assert runs["vm-a"]["cost_source"] == "estimate (price x wall time)"
+    assert 0 < runs["vm-a"]["cost"] < 0.05
+    # One report with every target.
+    page = (reports / "index.html").read_text()
+    for label in ("VM A", "VM B", "vm-gone", "ProvisionFailed"):
+        assert label in page, label
+    assert "report of 3 results from 3 clusters" in out
+
+
+def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
+        client, first_run, e2e_env, cifar, tmp_path):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(MATRIX.replace("epochs: 1", "epochs: 50"))
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen([sys.executable, "-m", "envbench", "cloud", "--launcher", "local",
+                             "--matrix", str(matrix), "--target", "vm-a", "--target", "vm-b",
+                             "--data", str(cifar), "--reports", str(reports)],
+                            cwd=ROOT, env=e2e_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
+                              daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 900
+    # Interrupt once both VMs run their cells (an epoch line from each).
+    while not all(any(line.startswith("[%s] " % n) and "epoch 1/50" in line for line in seen)
+                  for n in ("vm-a", "vm-b")):
+        assert proc.poll() is None, "".join(seen)[-4000:]
+        assert time.monotonic() < deadline, "".join(seen)[-4000:]
+        time.sleep(0.5)
+    assert len(_vms(client)) == 2 and _cells_of_vms(client)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=300)
+    reader.join(timeout=30)
+    out = "".join(seen)
+    print(out)
+    assert proc.returncode == 130, out[-4000:]
+    assert "Traceback" not in out
+    stopped = [line for line in out.splitlines() if line.startswith("stopped clusters: ")]
+    assert stopped and sorted(stopped[-1][len("stopped clusters: "):].split(", ")) == [
+        "envbench-vm-a", "envbench-vm-b"], out[-2000:]
+    assert not _vms(client) and not _cells_of_vms(client)
