@@ -52,10 +52,11 @@ class Outcome:
     wall_s: float | None = None
     cost: float | None = None  # the provider's own figure, where it gives one
     cost_source: str | None = None
+    provisioned: bool = False
 
     @property
     def estimated_cost(self) -> float | None:
-        if self.price_per_hour is None or self.wall_s is None:
+        if self.price_per_hour is None or self.wall_s is None or not self.provisioned:
             return None
         return self.price_per_hour * self.wall_s / 3600.0
 
@@ -106,7 +107,7 @@ class FanOut:
                     self._failed(plan, outcome, "ProvisionFailed",
                                  "%s could not be provisioned: %s" % (cluster, exc))
                 return
-            outcome.state = "running"
+            outcome.state, outcome.provisioned = "running", True
             outcome.exit_code = self.launcher.wait(cluster, sink)
             if self.stopping.is_set():
                 return
@@ -255,6 +256,8 @@ class FanOut:
         for o in self.outcomes.values():
             if o.cluster in costs:
                 o.cost, o.cost_source = costs[o.cluster], self.launcher.name
+            elif not o.provisioned:
+                o.cost, o.cost_source = 0.0, "never provisioned"
             elif o.estimated_cost is not None:
                 o.cost, o.cost_source = o.estimated_cost, "estimate (price x wall time)"
 
@@ -324,6 +327,7 @@ def launch(m: Matrix, matrix_path: Path, reports: Path, targets: list[str] | Non
                                         cost), file=out)
     if files and code != 130:
         written = report.render(files, reports, cloud_runs=runs_of(reports))
-        print("report of %d results from %d clusters: %s"
-              % (len(files), len(fan.outcomes), written["html"]), file=out)
+        print("report of %d results from %d cluster%s: %s"
+              % (len(files), len(fan.outcomes), "" if len(fan.outcomes) == 1 else "s",
+                 written["html"]), file=out)
     return code

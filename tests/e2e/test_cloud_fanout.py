@@ -95,11 +95,15 @@ def test_two_vms_at_once_one_that_cannot_provision_and_one_report(
     assert runs["vm-a"]["state"] == "done" and runs["vm-gone"]["state"] == "failed"
     assert runs["vm-a"]["cost_source"] == "estimate (price x wall time)"
     assert 0 < runs["vm-a"]["cost"] < 0.05
+    assert runs["vm-gone"]["cost_source"] == "never provisioned"
     # One report with every target.
     page = (reports / "index.html").read_text()
     for label in ("VM A", "VM B", "vm-gone", "ProvisionFailed"):
         assert label in page, label
     assert "report of 3 results from 3 clusters" in out
+    summary = (reports / "summary.md").read_text()
+    assert "| vm-gone | CPU VM | ssh/elsewhere | failed |" in summary
+    assert "(estimate (price x wall time)) |" in summary
 
 
 def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(

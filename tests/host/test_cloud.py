@@ -260,3 +260,41 @@ def test_a_line_stream_hands_over_whole_lines_only():
     assert lines == ["provisioning 1/2", "setup done"]
     stream.flush()
     assert lines[-1] == "epoch 1"
+
+
+def test_with_skypilot_a_cluster_that_cannot_provision_is_recorded_with_its_reason(
+        sky_home, tmp_path):
+    """The SkyPilot launcher against SkyPilot itself: its SDK starts a local API server, and
+    the launch fails here (no credentials, no network): the target's cells are recorded as
+    failed with SkyPilot's own reason, the cluster is torn down, and the report is written."""
+    matrix_path = tmp_path / "matrix.yaml"
+    matrix_path.write_text(three())
+    reports = tmp_path / "reports"
+    env = dict(os.environ, SKY_RUNTIME_DIR=str(sky_home), HOME=str(sky_home),
+               SKYPILOT_DISABLE_USAGE_COLLECTION="1")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "envbench", "cloud", "--matrix",
+                               str(matrix_path), "--target", "h100", "--synthetic",
+                               "--reports", str(reports)], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=600)
+    finally:  # the API server SkyPilot started for this home
+        subprocess.run([sys.executable, "-c", "import sky; sky.api_stop()"], env=env,
+                       capture_output=True, timeout=120)
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stdout
+    assert "Traceback" not in proc.stdout
+    assert "[h100] launching cluster envbench-h100: H100:1 on lambda (SkyPilot)" in proc.stdout
+    assert "[h100] failed: envbench-h100 could not be provisioned: " in proc.stdout
+    assert "torn down: envbench-h100" in proc.stdout
+    records = [json.loads(p.read_text()) for p in (reports / "results").glob("*.json")]
+    assert len(records) == 12  # environment g: 2 batch sizes x 2 amp values x 3 repeats
+    for record in records:
+        assert record["error"]["type"] == "ProvisionFailed"
+        assert record["cell"]["price_per_hour"] == 2.49
+        assert record["cell"]["price_source"] == "SkyPilot catalog (lambda)"
+    runs = json.loads((reports / "cloud" / "runs.json").read_text())
+    assert runs["launcher"] == "SkyPilot" and runs["runs"][0]["state"] == "failed"
+    assert (runs["runs"][0]["cost"], runs["runs"][0]["cost_source"]) == (0.0,
+                                                                         "never provisioned")
+    assert (reports / "index.html").exists()
