@@ -315,8 +315,13 @@ def launch(m: Matrix, matrix_path: Path, reports: Path, targets: list[str] | Non
         from envbench.cloud import sky as skyapi
 
         launcher = skyapi.SkyLauncher()
-    synthetic = synthetic or m.benchmark.data == "synthetic"
-    fan = FanOut(plans, launcher, m, reports, data_identity(None if synthetic else data), out)
+    if synthetic or m.benchmark.data == "synthetic":
+        data_ident = data_identity(None)
+    elif data is not None:
+        data_ident = data_identity(data)  # plan() checked it is CIFAR-10
+    else:
+        data_ident = {"source": "cifar10", "sha256": None}  # each VM fetches it itself
+    fan = FanOut(plans, launcher, m, reports, data_ident, out)
     code = fan.run()
     files = [reports / "results" / name for o in fan.outcomes.values() for name in o.results]
     files = [f for f in files if f.exists()]

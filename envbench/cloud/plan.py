@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from envbench import cells, contract
+from envbench import cells, contract, dataset
 from envbench.cloud import sky as skyapi
 from envbench.cloud import tasks
 from envbench.errors import UserError
@@ -71,6 +71,9 @@ def earlier_epochs(reports: Path) -> dict[tuple[str, str], tuple[float, float]]:
 def plan(matrix: Matrix, matrix_path: Path, workdir: Path, reports: Path,
          targets: list[str] | None, data: Path | None, synthetic: bool,
          out: Path | None) -> list[TargetPlan]:
+    if data is not None and not synthetic and not dataset.is_ready(data):
+        raise UserError("--data %s: no CIFAR-10 there (expected %s/ with %s); each VM would "
+                        "receive it" % (data, dataset.FOLDER, ", ".join(dataset.FILES)))
     cloud_targets = [n for n, t in matrix.targets.items() if t.cloud is not None]
     if targets:
         unknown = [t for t in targets if t not in cloud_targets]

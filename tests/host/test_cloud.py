@@ -136,6 +136,10 @@ def test_no_cloud_targets_and_unknown_ones_are_clear_errors(tmp_path):
     with pytest.raises(UserError, match="not a cloud target: cpu"):
         plan.plan(matrix.parse(three()), ROOT / "matrix.yaml", ROOT, tmp_path, ["cpu"],
                   None, False, None)
+    # Refused before anything is planned or launched, not a traceback from the VM's digest.
+    with pytest.raises(UserError, match="--data .*: no CIFAR-10 there"):
+        plan.plan(matrix.parse(three()), ROOT / "matrix.yaml", ROOT, tmp_path, None,
+                  tmp_path, False, None)
 
 
 def test_earlier_results_give_the_time_and_cost_estimate(sky_home, tmp_path):
