@@ -72,6 +72,7 @@ class FanOut:
         self.out = out
         self.asked: list[str] = []  # clusters launch was called for: each gets a down
         self.stopping = threading.Event()
+        self.started: dict[str, float] = {}  # target -> when its launch began (monotonic)
         self._lock = threading.Lock()
         self.outcomes = {p.name: Outcome(p.name, p.task["name"], p.accelerators, p.infra,
                                          p.price, p.price_source) for p in plans}
@@ -85,7 +86,7 @@ class FanOut:
     def _target(self, plan: TargetPlan) -> None:
         outcome = self.outcomes[plan.name]
         cluster = outcome.cluster
-        started = time.monotonic()
+        started = self.started[plan.name] = time.monotonic()
         log: list[str] = []
 
         def sink(line: str) -> None:
@@ -225,8 +226,11 @@ class FanOut:
             for o in self.outcomes.values():
                 if o.state not in ("done", "failed"):
                     o.state = "interrupted"
+                if o.wall_s is None and o.target in self.started:  # up until the teardown
+                    o.wall_s = round(time.monotonic() - self.started[o.target], 1)
             print("stopped clusters: %s" % (", ".join(stopped) or "none had started"),
                   file=self.out, flush=True)
+            self.record_costs()  # an interrupted cluster was still paid for
             self.write_runs()
             return 130
         self.record_costs()
@@ -256,7 +260,7 @@ class FanOut:
         for o in self.outcomes.values():
             if o.cluster in costs:
                 o.cost, o.cost_source = costs[o.cluster], self.launcher.name
-            elif not o.provisioned:
+            elif not o.provisioned and o.state == "failed":
                 o.cost, o.cost_source = 0.0, "never provisioned"
             elif o.estimated_cost is not None:
                 o.cost, o.cost_source = o.estimated_cost, "estimate (price x wall time)"
@@ -328,8 +332,8 @@ def launch(m: Matrix, matrix_path: Path, reports: Path, targets: list[str] | Non
     print("", file=out)
     for o in fan.outcomes.values():
         cost = ("$%.4f (%s)" % (o.cost, o.cost_source) if o.cost is not None else "cost unknown")
-        print("%s on %s: %s; %s; %s" % (o.target, o.cluster, o.state, o.message or "",
-                                        cost), file=out)
+        print("; ".join(part for part in ("%s on %s: %s" % (o.target, o.cluster, o.state),
+                                          o.message, cost) if part), file=out)
     if files and code != 130:
         written = report.render(files, reports, cloud_runs=runs_of(reports))
         print("report of %d results from %d cluster%s: %s"

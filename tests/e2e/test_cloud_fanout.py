@@ -139,3 +139,7 @@ def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
     assert stopped and sorted(stopped[-1][len("stopped clusters: "):].split(", ")) == [
         "envbench-vm-a", "envbench-vm-b"], out[-2000:]
     assert not _vms(client) and not _cells_of_vms(client)
+    # What the interrupted clusters ran for, and cost, is still written down.
+    runs = json.loads((reports / "cloud" / "runs.json").read_text())["runs"]
+    assert [r["state"] for r in runs] == ["interrupted", "interrupted"]
+    assert all(r["wall_s"] > 0 and r["cost"] > 0 for r in runs), runs
