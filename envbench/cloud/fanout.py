@@ -281,7 +281,9 @@ def rsync(remote: Remote, path: str, dest: Path) -> str | None:
     command = ["rsync", "-a", "--timeout=60", "-e", " ".join(map(shlex.quote, remote.ssh)),
                "%s:%s/%s" % (remote.alias, remote.workdir, path), str(dest) + "/"]
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=RSYNC_TIMEOUT_S)
+        # Its own session: a Ctrl-C is the kit's to handle (it tears the clusters down).
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=RSYNC_TIMEOUT_S,
+                              start_new_session=True)
     except FileNotFoundError:
         return "rsync is not installed here"
     except subprocess.TimeoutExpired:

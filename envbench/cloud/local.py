@@ -196,7 +196,7 @@ class LocalLauncher:
         deadline = time.monotonic() + SSH_WAIT_S
         while True:
             probe = subprocess.run([*remote.ssh, cluster, "true"], capture_output=True,
-                                   text=True, timeout=30)
+                                   text=True, timeout=30, start_new_session=True)
             if probe.returncode == 0:
                 return remote
             if time.monotonic() > deadline:
@@ -216,13 +216,14 @@ class LocalLauncher:
         for dest, src in (task.get("file_mounts") or {}).items():
             parent = os.path.dirname(dest.rstrip("/")) or "."
             subprocess.run([*remote.ssh, remote.alias, "mkdir -p %s" % _quote_remote(parent)],
-                           capture_output=True, check=False)
+                           capture_output=True, check=False, start_new_session=True)
             source = str(src).rstrip("/") + ("/" if os.path.isdir(src) else "")
             steps.append(["rsync", "-a", "-e", ssh, source,
                           "%s:%s%s" % (remote.alias, dest.rstrip("/"),
                                        "/" if os.path.isdir(src) else "")])
         for command in steps:
-            proc = subprocess.run(command, capture_output=True, text=True)
+            proc = subprocess.run(command, capture_output=True, text=True,
+                                  start_new_session=True)
             if proc.returncode != 0:
                 raise ProvisionFailed("syncing %s failed: %s"
                                       % (command[-2], " ".join(proc.stderr.split())[-300:]))
@@ -234,9 +235,12 @@ class LocalLauncher:
         return "%scd ~/sky_workdir && bash -c %s" % (exports, shlex.quote(script))
 
     def _popen(self, remote: Remote, envs: dict[str, str], script: str) -> subprocess.Popen:
+        # Its own session: a Ctrl-C at the terminal reaches the kit, which tears the VM down;
+        # an ssh that died of it first would look like a job that failed.
         return subprocess.Popen([*remote.ssh, remote.alias, self._command(envs, script)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL, errors="replace")
+                                stdin=subprocess.DEVNULL, errors="replace",
+                                start_new_session=True)
 
     def _ssh(self, remote: Remote, envs: dict[str, str], script: str, out: LineSink) -> int:
         proc = self._popen(remote, envs, script)

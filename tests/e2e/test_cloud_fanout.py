@@ -4,6 +4,7 @@ home over each cluster's ssh alias, one report of every target."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -115,7 +116,7 @@ def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
                              "--matrix", str(matrix), "--target", "vm-a", "--target", "vm-b",
                              "--data", str(cifar), "--reports", str(reports)],
                             cwd=ROOT, env=e2e_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
                               daemon=True)
@@ -128,7 +129,8 @@ def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
         assert time.monotonic() < deadline, "".join(seen)[-4000:]
         time.sleep(0.5)
     assert len(_vms(client)) == 2 and _cells_of_vms(client)
-    proc.send_signal(signal.SIGINT)
+    # As a Ctrl-C at a terminal: SIGINT to the whole foreground process group.
+    os.killpg(proc.pid, signal.SIGINT)
     proc.wait(timeout=300)
     reader.join(timeout=30)
     out = "".join(seen)
@@ -139,6 +141,8 @@ def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
     assert stopped and sorted(stopped[-1][len("stopped clusters: "):].split(", ")) == [
         "envbench-vm-a", "envbench-vm-b"], out[-2000:]
     assert not _vms(client) and not _cells_of_vms(client)
+    # An interrupted target is not a failed one: no failed cells were recorded for it.
+    assert not list((reports / "results").glob("*.json"))
     # What the interrupted clusters ran for, and cost, is still written down.
     runs = json.loads((reports / "cloud" / "runs.json").read_text())["runs"]
     assert [r["state"] for r in runs] == ["interrupted", "interrupted"]
