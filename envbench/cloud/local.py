@@ -252,6 +252,11 @@ class LocalLauncher:
 
 def make(out: TextIO = sys.stdout) -> LocalLauncher:
     """The local launcher with its image and wheelhouse (built and fetched once)."""
+    missing = [tool for tool in ("ssh", "ssh-keygen", "rsync") if shutil.which(tool) is None]
+    if missing:
+        raise UserError("the local launcher reaches its VMs with ssh and rsync; %s missing "
+                        "here (on Debian or Ubuntu: sudo apt-get install openssh-client rsync)"
+                        % ", ".join(missing))
     client = engine.connect()
     base = os.environ.get("ENVBENCH_PYTHON_BASE") or setup.ensure_python_base(
         client, setup.ensure_base(client, out), out)
