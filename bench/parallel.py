@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import shutil
+import sys
 import tempfile
 
 import torch
@@ -176,6 +177,13 @@ def _child(config, rank, size, store_path, folder):
         with open(os.path.join(folder, "rank%d.error.json" % rank), "w") as f:
             json.dump(error, f)
         raise SystemExit(1)
+    # Its share is done and the group left: say so, then end without the interpreter's
+    # finalisation, where gloo's threads can still abort the process ("terminate called
+    # without an active exception", SIGABRT, seen once in CI) after the work is complete.
+    open(os.path.join(folder, "rank%d.done" % rank), "w").close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_ddp(config, record, world, train_fn):
@@ -204,6 +212,11 @@ def run_ddp(config, record, world, train_fn):
         failure = _child_failure(folder, children)
         if failure is not None:
             raise RankFailed(failure)
+        for rank, child in enumerate(children, start=1):
+            if child.exitcode not in (None, 0):  # after its work was done: say it, go on
+                print("warning: rank %d ended with %s after finishing its work; its figures "
+                      "are complete" % (rank, _exit_text(child.exitcode)), file=sys.stderr,
+                      flush=True)
     finally:
         for child in children:
             if child.is_alive():
@@ -212,9 +225,18 @@ def run_ddp(config, record, world, train_fn):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _exit_text(code):
+    return "signal %d" % -code if code < 0 else "exit code %d" % code
+
+
 def _child_failure(folder, children):
-    """The first failed child's error in words, or None when every child is fine so far."""
+    """The first failed child's error in words, or None when every child is fine so far.
+
+    A child that wrote its ``done`` marker finished training and left the group: how its
+    process ended after that does not make the run's figures wrong."""
     for rank, child in enumerate(children, start=1):
+        if os.path.exists(os.path.join(folder, "rank%d.done" % rank)):
+            continue
         path = os.path.join(folder, "rank%d.error.json" % rank)
         if os.path.exists(path):
             try:

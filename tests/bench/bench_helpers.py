@@ -39,3 +39,12 @@ def run_bench(tmp_path, *args, name="result.json"):
     # The contract's JSON Schema, with the host's validator: a real output must pass it.
     assert contract.problems(record) == [], contract.problems(record)
     return proc.returncode, record, proc.stdout
+
+
+def abort_without_core():
+    """SIGABRT, as a C++ terminate does, without leaving a core file behind."""
+    import os
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.abort()

@@ -143,3 +143,22 @@ def test_a_torch_without_distributed_or_quantization_gets_a_clear_error(monkeypa
     with pytest.raises(UnsupportedOption, match="--quantize-eval dynamic needs "
                                                 "torch.ao.quantization"):
         quantize.quantize_dynamic_fn()
+
+
+def test_a_rank_that_dies_after_finishing_its_work_does_not_fail_the_run(tmp_path):
+    """gloo can abort a process during interpreter shutdown, after the work is done: a rank
+    that wrote its done marker is judged by that, one that did not is a failure."""
+    import multiprocessing
+
+    from bench_helpers import abort_without_core
+
+    from bench import parallel
+
+    aborted = multiprocessing.get_context("spawn").Process(target=abort_without_core)
+    aborted.start()
+    aborted.join(60)
+    assert aborted.exitcode == -6
+    assert parallel._child_failure(str(tmp_path), [aborted]) == \
+        "rank 1 was killed by signal 6"
+    (tmp_path / "rank1.done").write_text("")
+    assert parallel._child_failure(str(tmp_path), [aborted]) is None
