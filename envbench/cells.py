@@ -8,7 +8,7 @@ from typing import Any
 from envbench import identity, resources
 from envbench.errors import UserError
 from envbench.identity import Identity
-from envbench.matrix import Matrix, Settings, Target
+from envbench.matrix.models import Matrix, Settings, Target
 from envbench.resources import Resources
 
 # --quick: one short epoch per cell, to check a matrix end to end in minutes.

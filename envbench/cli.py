@@ -171,25 +171,26 @@ def dispatch(args: argparse.Namespace) -> int:
         dataset.fetch(args.dir, **kwargs)
         return 0
     if args.command == "cloud":
-        from envbench import matrix
         from envbench.cloud import plan
+        from envbench.matrix import models
 
         if not args.dry_run:
             from envbench.cloud import fanout
 
-            return fanout.launch(matrix.load(args.matrix), args.matrix, args.reports,
+            return fanout.launch(models.load(args.matrix), args.matrix, args.reports,
                                  args.target, args.data, args.synthetic, args.out,
                                  args.launcher)
-        return plan.dry_run(matrix.load(args.matrix), args.matrix, args.reports, args.target,
+        return plan.dry_run(models.load(args.matrix), args.matrix, args.reports, args.target,
                             args.data, args.synthetic, args.out)
     if args.command == "compare":
         from envbench import compare
 
         return compare.main(args)
     if args.command == "doctor":
-        from envbench import doctor, matrix
+        from envbench import doctor
+        from envbench.matrix import models
 
-        return doctor.doctor(matrix.load(args.matrix), args.matrix.resolve().parent, args.data)
+        return doctor.doctor(models.load(args.matrix), args.matrix.resolve().parent, args.data)
     if args.command == "demo":
         from envbench import demo
 

@@ -17,9 +17,10 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from envbench import dataset, engine, gpu, sources
+from envbench import dataset, engine, gpu
 from envbench.errors import UserError
-from envbench.matrix import Matrix
+from envbench.matrix import sources
+from envbench.matrix.models import Matrix
 
 # The oldest Linux driver each CUDA major runs on (NVIDIA's minor-version compatibility:
 # a CUDA 12.x wheel runs on any driver from 525.60.13 on).

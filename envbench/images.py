@@ -16,11 +16,12 @@ import docker
 import jinja2
 
 from bench.fingerprint import source_names
-from envbench import dockerinput, sources, wheelcache
+from envbench import wheelcache
 from envbench.engine import ENGINE_ERRORS, explain, image_or_none
 from envbench.errors import UserError
 from envbench.lock import Lock
-from envbench.matrix import Environment
+from envbench.matrix import grammars, sources
+from envbench.matrix.models import Environment
 from envbench.users import own
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +94,7 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
         template_path = IMAGES_DIR / ("%s.Dockerfile.j2" % env.kind)
     wheelhouse = sources.wheelhouse(name, env, matrix_dir)
     base = sources.checked(sources.expand(env.base, where + ".base"),
-                           dockerinput.image_reference, where + ".base") \
+                           grammars.image_reference, where + ".base") \
         if env.base else default_base(env)
     sources.index_url(name, env)  # checked here too: `check` must refuse what a lock would
     apt = list(env.apt)

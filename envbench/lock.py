@@ -24,9 +24,9 @@ from typing import Any, TextIO
 from urllib.parse import unquote
 
 from bench.result import write_text_atomic
-from envbench import sources
 from envbench.errors import UserError
-from envbench.matrix import Environment
+from envbench.matrix import sources
+from envbench.matrix.models import Environment
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from envbench.matrix import Target, cpuset_size, size_bytes
+from envbench.matrix.models import Target, cpuset_size, size_bytes
 
 
 @dataclass(frozen=True)

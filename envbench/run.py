@@ -12,9 +12,10 @@ from typing import Any, TextIO
 import docker
 
 from envbench import cells as cellmod
-from envbench import dataset, doctor, engine, gpu, images, matrix, resources, results, runner, users
+from envbench import dataset, doctor, engine, gpu, images, resources, results, runner, users
 from envbench import lock as lockmod
 from envbench.errors import UserError
+from envbench.matrix import models
 from envbench.progress import MatrixProgress
 
 
@@ -49,8 +50,8 @@ class Options:
         return self.reports_dir / "logs"
 
 
-def plan_cells(opts: Options) -> tuple[matrix.Matrix, list[cellmod.Cell]]:
-    m = matrix.load(opts.matrix_path)
+def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
+    m = models.load(opts.matrix_path)
     cells = cellmod.expand(m, opts.envs, opts.targets, opts.kind, opts.quick)
     # A cloud target runs on its own VM (nox -s cloud), where the kit names it with --target;
     # a local run that did not ask for it leaves it alone.
@@ -67,7 +68,7 @@ def plan_cells(opts: Options) -> tuple[matrix.Matrix, list[cellmod.Cell]]:
     return m, cells
 
 
-def build_images(client: docker.DockerClient, m: matrix.Matrix, env_names: list[str],
+def build_images(client: docker.DockerClient, m: models.Matrix, env_names: list[str],
                  opts: Options, out: TextIO
                  ) -> tuple[dict[str, Any], dict[str, tuple[str, str | None]]]:
     """Build each environment's image; a failed build is recorded (with the tag it would
@@ -87,7 +88,7 @@ def build_images(client: docker.DockerClient, m: matrix.Matrix, env_names: list[
     return built, failed
 
 
-def planned(name: str, env: matrix.Environment, opts: Options, out: TextIO) -> images.Plan:
+def planned(name: str, env: models.Environment, opts: Options, out: TextIO) -> images.Plan:
     """The image plan of an environment, with its lock (created when missing, refused when
     stale) for a pip stack."""
     lock = None
@@ -136,7 +137,7 @@ def build(opts: Options, out: TextIO = sys.stdout) -> int:
     return 1 if failed else 0
 
 
-def _data_dir(opts: Options, m: matrix.Matrix) -> Path | None:
+def _data_dir(opts: Options, m: models.Matrix) -> Path | None:
     if opts.synthetic or m.benchmark.data == "synthetic":
         return None
     if opts.data_dir is not None:
@@ -171,7 +172,7 @@ class _Session:
     """One `bench` invocation: what every cell needs, and the figures gathered on the way."""
 
     client: docker.DockerClient
-    matrix: matrix.Matrix
+    matrix: models.Matrix
     opts: Options
     mounts: runner.Mounts
     data: dict[str, Any]
@@ -287,7 +288,7 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     return 0 if all(r.get("status") == "ok" for _, r in records) else 1
 
 
-def gpu_blocks(client: docker.DockerClient, m: matrix.Matrix, cells: list[cellmod.Cell],
+def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmod.Cell],
                out: TextIO) -> dict[str, tuple[str, str]]:
     """The doctor's GPU checks, before any build: environments whose GPU cells cannot run
     here, with the one sentence each cell will be recorded with."""
@@ -331,7 +332,7 @@ def remove_leftovers(client: docker.DockerClient, out: TextIO) -> None:
         print("removed %d container(s) left by an earlier run" % len(stale), file=out)
 
 
-def print_resources(m: matrix.Matrix, cells: list[cellmod.Cell], host: resources.Host,
+def print_resources(m: models.Matrix, cells: list[cellmod.Cell], host: resources.Host,
                     out: TextIO) -> None:
     """Say what each target's cells may use on this host before anything runs."""
     seen: set[tuple[str, Any]] = set()

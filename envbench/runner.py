@@ -13,7 +13,7 @@ import requests
 from bench.result import write_text_atomic
 from envbench import engine, gpu, results
 from envbench.engine import ENGINE_ERRORS, explain
-from envbench.matrix import Target
+from envbench.matrix.models import Target
 from envbench.resources import Resources, container_limits
 from envbench.sandbox import locked_down
 from envbench.users import own

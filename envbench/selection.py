@@ -15,7 +15,7 @@ from envbench import cells as cellmod
 from envbench import dataset, identity, images
 from envbench import lock as lockmod
 from envbench.errors import UserError
-from envbench.matrix import Matrix
+from envbench.matrix.models import Matrix
 from envbench.reportdata import Loaded, variant_text
 from envbench.resources import Host
 

@@ -29,7 +29,7 @@ from envbench.cloud import fetch
 from envbench.cloud.launcher import Launcher, ProvisionFailed, Remote
 from envbench.cloud.plan import TargetPlan
 from envbench.cloud.tasks import RESULT_MARKER
-from envbench.matrix import Matrix
+from envbench.matrix.models import Matrix
 
 RSYNC_TIMEOUT_S = 600
 

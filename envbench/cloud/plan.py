@@ -20,7 +20,7 @@ from envbench import cells, contract, dataset
 from envbench.cloud import sky as skyapi
 from envbench.cloud import tasks
 from envbench.errors import UserError
-from envbench.matrix import Matrix
+from envbench.matrix.models import Matrix
 
 # VM start, SkyPilot's setup, the Docker builds of each stack: typically 5-15 minutes.
 PROVISION_S = 15 * 60

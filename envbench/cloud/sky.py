@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from envbench.errors import UserError
-from envbench.matrix import Cloud
+from envbench.matrix.models import Cloud
 
 INSTALL_HINT = "install the cloud extra: pip install 'envbench[cloud]' (or run nox -s cloud)"
 

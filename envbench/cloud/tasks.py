@@ -12,8 +12,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from envbench import sources
-from envbench.matrix import Target
+from envbench.matrix import sources
+from envbench.matrix.models import Target
 
 RESULT_MARKER = "ENVBENCH-RESULT"
 REMOTE_DATA = "~/envbench-data"

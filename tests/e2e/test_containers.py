@@ -14,9 +14,10 @@ import pytest
 from conftest import E2E_MATRIX, ROOT, envbench
 
 from bench.fingerprint import bench_sha256
-from envbench import cells, gpu, matrix, run, runner, sandbox
+from envbench import cells, gpu, run, runner, sandbox
 from envbench.cells import Cell
-from envbench.matrix import Settings, Target
+from envbench.matrix import models
+from envbench.matrix.models import Settings, Target
 
 pytestmark = pytest.mark.e2e
 
@@ -209,7 +210,7 @@ def test_a_running_cell_is_locked_down_and_limited(client, first_run, tmp_path):
     assert "size=2097152k" in shm, shm  # shared memory for DataLoader workers
     assert str(sandbox.PIDS_LIMIT) in lines, out
     # No memory in the target: the host's memory less a reserve, as the result records.
-    limit = matrix.size_bytes(p.resources.memory)
+    limit = models.size_bytes(p.resources.memory)
     assert p.resources.memory_from == "host" and str(limit) in lines, out
     assert "Read-only file system" in out and "tmp-ok" in out
 

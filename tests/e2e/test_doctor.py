@@ -10,7 +10,8 @@ import sys
 import pytest
 from conftest import ROOT
 
-from envbench import doctor, gpu, matrix
+from envbench import doctor, gpu
+from envbench.matrix import models
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +52,7 @@ def test_doctor_prints_every_check_with_the_gpu_ones_failing_and_their_fix(clien
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stdout.splitlines()
     checks = [line for line in lines if line[:1] in "✔✘"]
-    m = matrix.load(ROOT / "matrix.yaml")
+    m = models.load(ROOT / "matrix.yaml")
     cuda_stacks = [name for name, env in m.environments.items() if env.cuda]
     assert len(checks) == 7 + len(cuda_stacks) + len(
         {e.index_url for e in m.environments.values() if e.index_url})

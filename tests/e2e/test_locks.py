@@ -13,7 +13,7 @@ import pytest
 from conftest import E2E_MATRIX, envbench
 
 from envbench import images, lock, wheelcache
-from envbench.matrix import load
+from envbench.matrix.models import load
 
 pytestmark = pytest.mark.e2e
 

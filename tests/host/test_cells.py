@@ -5,15 +5,16 @@ import pytest
 from test_matrix import GOOD
 
 from bench import result
-from envbench import cells, matrix
+from envbench import cells
 from envbench.errors import UserError
+from envbench.matrix import models
 
 SYNTHETIC = {"source": "synthetic", "sha256": None}
 
 
 @pytest.fixture
-def m() -> matrix.Matrix:
-    return matrix.parse(GOOD)
+def m() -> models.Matrix:
+    return models.parse(GOOD)
 
 
 def test_cells_are_envs_times_compatible_targets_times_sweep_times_repeats(m):

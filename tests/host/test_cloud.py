@@ -13,10 +13,10 @@ import pytest
 import yaml
 from test_matrix import GOOD, problems
 
-from envbench import matrix
 from envbench.cloud import plan, tasks
 from envbench.cloud import sky as skyapi
 from envbench.errors import UserError
+from envbench.matrix import models
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = Path(__file__).resolve().parent / "data" / "skypilot-catalog"
@@ -48,7 +48,7 @@ def sky_home(tmp_path, monkeypatch):
 
 
 def test_the_cloud_block_is_validated_with_key_paths():
-    m = matrix.parse(three())
+    m = models.parse(three())
     assert m.targets["l4"].cloud.accelerator == ("L4", 1) and m.targets["l4"].cloud.use_spot
     assert m.targets["a100"].cloud.autostop_minutes == 45
     bad = three().replace('"H100:1"', '"H100:x"')
@@ -63,13 +63,13 @@ def test_the_cloud_block_is_validated_with_key_paths():
     bad = three().replace('accelerators: "H100:1", ', "")
     assert any("cloud: a cuda target in a cloud needs accelerators" in p for p in problems(bad))
     # The CPU baseline on a cloud VM: no accelerators, SkyPilot's default CPU VM or a type.
-    cpu = matrix.parse(three().replace('h100: {device: cuda, cloud: {accelerators: "H100:1", ',
+    cpu = models.parse(three().replace('h100: {device: cuda, cloud: {accelerators: "H100:1", ',
                                        "h100: {device: cpu, cloud: {"))
     assert cpu.targets["h100"].cloud.accelerators is None
 
 
 def test_each_task_is_a_real_skypilot_task_and_its_yaml_round_trips(sky_home, tmp_path):
-    m = matrix.parse(three())
+    m = models.parse(three())
     data = tmp_path / "data"
     data.mkdir()
     config = tasks.task_config("l4", m.targets["l4"], ROOT, ROOT / "matrix.yaml", data)
@@ -90,7 +90,7 @@ def test_each_task_is_a_real_skypilot_task_and_its_yaml_round_trips(sky_home, tm
 
 
 def test_prices_come_from_the_catalog_unless_the_matrix_gives_one(sky_home):
-    m = matrix.parse(three())
+    m = models.parse(three())
     assert skyapi.cached_clouds() == ["lambda", "runpod"]
     price, instance, source = skyapi.hourly_price(m.targets["h100"].cloud)
     assert (price, instance, source) == (2.49, "gpu_1x_h100_pcie", "SkyPilot catalog (lambda)")
@@ -130,15 +130,15 @@ def test_the_dry_run_prints_the_plan_and_writes_three_valid_task_yamls(sky_home,
 
 
 def test_no_cloud_targets_and_unknown_ones_are_clear_errors(tmp_path):
-    m = matrix.parse(GOOD)
+    m = models.parse(GOOD)
     with pytest.raises(UserError, match="no cloud targets"):
         plan.plan(m, ROOT / "matrix.yaml", ROOT, tmp_path, None, None, False, None)
     with pytest.raises(UserError, match="not a cloud target: cpu"):
-        plan.plan(matrix.parse(three()), ROOT / "matrix.yaml", ROOT, tmp_path, ["cpu"],
+        plan.plan(models.parse(three()), ROOT / "matrix.yaml", ROOT, tmp_path, ["cpu"],
                   None, False, None)
     # Refused before anything is planned or launched, not a traceback from the VM's digest.
     with pytest.raises(UserError, match="--data .*: no CIFAR-10 there"):
-        plan.plan(matrix.parse(three()), ROOT / "matrix.yaml", ROOT, tmp_path, None,
+        plan.plan(models.parse(three()), ROOT / "matrix.yaml", ROOT, tmp_path, None,
                   tmp_path, False, None)
 
 
@@ -149,7 +149,7 @@ def test_earlier_results_give_the_time_and_cost_estimate(sky_home, tmp_path):
 
     from bench import result
 
-    m = matrix.parse(three())
+    m = models.parse(three())
     results = tmp_path / "reports" / "results"
     results.mkdir(parents=True)
     record = make_record("g", "gpu", 256, 0, random.Random(1))
@@ -230,7 +230,7 @@ def test_when_rsync_cannot_reach_the_cluster_the_job_log_brings_the_results_home
     text = three().replace('h100: {device: cuda, cloud: {accelerators: "H100:1", infra: lambda}}',
                            "h100: {device: cuda, price_per_hour: 2.0, cloud: "
                            "{accelerators: \"H100:1\", infra: lambda}}")
-    m = matrix.parse(text)
+    m = models.parse(text)
     reports = tmp_path / "reports"
     (p,) = plan.plan(m, ROOT / "matrix.yaml", ROOT, reports, ["h100"], None, True, None)
     record = make_record("g", "gpu", 256, 0, random.Random(3))

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from envbench import images, matrix, sources
+from envbench import images
 from envbench.errors import MatrixError, UserError
-from envbench.matrix import Environment
+from envbench.matrix import models, sources
+from envbench.matrix.models import Environment
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = "targets:\n  cpu: {device: cpu}\n"
@@ -87,7 +88,7 @@ def test_every_rendered_value_is_shell_quoted(tmp_path):
 def test_bounds_of_targets():
     def problems(target: str) -> list[str]:
         with pytest.raises(MatrixError) as caught:
-            matrix.parse("environments: {x: {torch: \"2.13.0\"}}\ntargets: {c: %s}\n" % target)
+            models.parse("environments: {x: {torch: \"2.13.0\"}}\ntargets: {c: %s}\n" % target)
         return caught.value.problems
 
     assert problems("{device: cpu, memory: '1'}") == [
@@ -96,7 +97,7 @@ def test_bounds_of_targets():
     assert "Input should be a finite number" in problems("{device: cpu, price_per_hour: .inf}")[0]
     assert "greater than or equal to 0" in problems("{device: cpu, price_per_hour: -0.1}")[0]
     assert "less than or equal to 604800" in problems("{device: cpu, timeout_s: 604801}")[0]
-    assert matrix.parse("environments: {x: {torch: \"2.13.0\"}}\n"
+    assert models.parse("environments: {x: {torch: \"2.13.0\"}}\n"
                         "targets: {c: {device: cpu, memory: 64m, timeout_s: 604800}}\n")
 
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from test_matrix import GOOD
 
-from envbench import cells, identity, matrix
-from envbench.matrix import Target
+from envbench import cells, identity
+from envbench.matrix import models
+from envbench.matrix.models import Target
 
-M = matrix.parse(GOOD)
+M = models.parse(GOOD)
 CELL = next(c for c in cells.expand(M) if c.environment == "a" and c.repeat == 0)
 DATA = {"source": "cifar10", "sha256": "a" * 64}
 

@@ -11,7 +11,7 @@ from test_lock import make_wheel
 
 from envbench import images, lock, wheelcache
 from envbench.errors import UserError
-from envbench.matrix import Environment
+from envbench.matrix.models import Environment
 
 SEED = Environment(python="3.8", torch="1.12.1", torchvision="0.13.1", cuda="11.6",
                    index_url="https://wheels.example/cu116")

@@ -12,7 +12,7 @@ import pytest
 
 from envbench import lock, wheelcache
 from envbench.errors import UserError
-from envbench.matrix import Environment
+from envbench.matrix.models import Environment
 
 
 def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from envbench import matrix
 from envbench.errors import MatrixError
+from envbench.matrix import models
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,12 +25,12 @@ benchmark: {epochs: 2, sweep: {batch_size: [32, 256], amp: [off, bf16]}}
 
 def problems(text: str) -> list[str]:
     with pytest.raises(MatrixError) as caught:
-        matrix.parse(text)
+        models.parse(text)
     return caught.value.problems
 
 
 def test_the_default_matrix_holds_the_seed_stack_and_the_write_up_settings():
-    m = matrix.load(ROOT / "matrix.yaml")
+    m = models.load(ROOT / "matrix.yaml")
     seed = m.environments["seed-torch1.12-cu116"]
     assert (seed.python, seed.torch, seed.torchvision, seed.cuda) == ("3.8", "1.12.1", "0.13.1",
                                                                      "11.6")
@@ -46,7 +46,7 @@ def test_the_default_matrix_holds_the_seed_stack_and_the_write_up_settings():
 
 
 def test_a_good_matrix_parses_and_pairs_targets_by_device():
-    m = matrix.parse(GOOD)
+    m = models.parse(GOOD)
     assert m.targets_for("a") == ["cpu"] and m.targets_for("g") == ["gpu", "cpu"]
     assert m.benchmark.sweep["amp"] == ("off", "bf16")  # YAML's bare off is not False
     assert m.targets["gpu"].gpu_count == -1 and m.targets["cpu"].gpu_count == 0
@@ -126,7 +126,7 @@ def test_a_bad_matrix_is_refused_with_the_key_path(change, expected):
 def test_the_techniques_sweep_and_yaml_on_off_are_words():
     text = GOOD.replace("amp: [off, bf16]", "parallel: [none, ddp], pin_memory: [on, off], "
                         "model: [lenet, lenet-gap]").replace("epochs: 2", "epochs: 2, nproc: 2")
-    m = matrix.parse(text)
+    m = models.parse(text)
     assert m.benchmark.sweep["pin_memory"] == ("on", "off")  # YAML's bare on/off are words
     assert m.benchmark.nproc == 2
     from envbench import cells
@@ -145,14 +145,14 @@ def test_a_matrix_of_more_than_ten_thousand_cells_is_refused_with_its_count():
     text = GOOD.replace("benchmark: {epochs: 2, sweep: {batch_size: [32, 256],",
                         "benchmark: {epochs: 2, repeats: 100, sweep: {batch_size: [%s]," % sizes)
     # 3 (environment, target) pairs x 12 batch sizes x 2 amp values x 100 repeats: allowed
-    assert matrix.parse(text).cell_count() == 7200
+    assert models.parse(text).cell_count() == 7200
     text = text.replace("amp: [off, bf16]", "amp: [off, bf16, fp16]")
     assert problems(text) == ["the matrix expands to 10800 cells (at most 10000): fewer "
                               "environments, targets, sweep values or repeats"]
 
 
 def test_labels_and_prices_are_optional():
-    m = matrix.parse(GOOD.replace('label: "RTX 3060", price_per_hour: 0.35', "gpus: 1"
+    m = models.parse(GOOD.replace('label: "RTX 3060", price_per_hour: 0.35', "gpus: 1"
                                   ).replace("gpus: all, gpus: 1", "gpus: 1"))
     assert m.targets["gpu"].label is None and m.targets["gpu"].price_per_hour is None
 
@@ -186,5 +186,5 @@ def test_the_readme_s_matrix_example_is_a_valid_matrix():
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## The matrix"):]
     example = section[section.index("```yaml") + len("```yaml"):]
-    m = matrix.parse(example[:example.index("```")])
+    m = models.parse(example[:example.index("```")])
     assert "seed-torch1.12-cu116" in m.environments and m.benchmark.sweep

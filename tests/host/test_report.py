@@ -245,14 +245,15 @@ def _selection_run(tmp_path):
     """Results as the runner stores them for a small matrix, plus files that do not belong."""
     from test_lock import make_wheel
 
-    from envbench import cells, images, lock, matrix, results
+    from envbench import cells, images, lock, results
+    from envbench.matrix import models
 
     make_wheel(tmp_path / "wheels", "torch", "2.13.0")
     text = ("environments:\n  a: {python: \"3.11\", torch: \"2.13.0\", wheelhouse: wheels}\n"
             "targets:\n  cpu: {device: cpu, cpus: 2}\n"
             "benchmark: {epochs: 2, repeats: 1, data: synthetic, sweep: {batch_size: [32, 64]}}\n")
     (tmp_path / "matrix.yaml").write_text(text)
-    m = matrix.load(tmp_path / "matrix.yaml")
+    m = models.load(tmp_path / "matrix.yaml")
     made = lock.write("a", m.environments["a"], tmp_path, tmp_path / "locks")  # the default
     tag = images.plan("a", m.environments["a"], tmp_path, made).tag
     folder = tmp_path / "reports" / "results"

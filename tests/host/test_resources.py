@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from envbench import cells, matrix, resources
-from envbench.matrix import Target
+from envbench import cells, resources
+from envbench.matrix import models
+from envbench.matrix.models import Target
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_default_cpu_cell_runs_one_thread_per_host_core(host, expected):
     """The default matrix's CPU target names no cpus: its cells use the whole host, with as
     many torch threads as it has cores (not torch's default, not one)."""
-    m = matrix.load(ROOT / "matrix.yaml")
+    m = models.load(ROOT / "matrix.yaml")
     cpu_cells = [c for c in cells.expand(m) if m.targets[c.target].device == "cpu"]
     assert cpu_cells
     for cell in cpu_cells:
@@ -56,6 +57,6 @@ def test_memory_and_swap_limits():
     limits = resources.container_limits(swap)
     assert limits["mem_limit"] == 512 * 2**20 and limits["memswap_limit"] == 512 * 2**20 + 2**30
     assert "memory 512m + swap 1g" in swap.describe()
-    assert matrix.size_bytes("1024") == 1024
+    assert models.size_bytes("1024") == 1024
     with pytest.raises(ValueError):
-        matrix.size_bytes("1t")
+        models.size_bytes("1t")

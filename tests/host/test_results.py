@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from test_matrix import GOOD
 
-from envbench import cells, contract, identity, matrix, results
+from envbench import cells, contract, identity, results
+from envbench.matrix import models
 
-M = matrix.parse(GOOD)
+M = models.parse(GOOD)
 CELL = next(c for c in cells.expand(M) if c.environment == "a")
 DATA = {"source": "synthetic", "sha256": None}
 

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envbench import dockerinput
 from envbench.errors import UserError
-from envbench.matrix import Environment
+from envbench.matrix import grammars
+from envbench.matrix.models import Environment
 
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -52,7 +52,7 @@ def index_url(name: str, env: Environment) -> str | None:
     if not env.index_url:
         return None
     where = "environments.%s.index_url" % name
-    return checked(expand(env.index_url, where), dockerinput.index_url, where)
+    return checked(expand(env.index_url, where), grammars.index_url, where)
 
 
 def requirements(env: Environment) -> list[str]:

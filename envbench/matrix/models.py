@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from envbench import dockerinput, yamlio
 from envbench.errors import MatrixError
+from envbench.matrix import grammars, yamlio
 
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?$")
 CUDA_VERSION = re.compile(r"^\d+\.\d+$")
@@ -136,21 +136,21 @@ class Environment(_Strict):
     def _base(cls, value: Optional[str]) -> Optional[str]:
         # With ${VAR}s the expanded value is checked when the image is planned.
         if value is not None and not VARIABLE.search(value):
-            _refuse(dockerinput.image_reference(value))
+            _refuse(grammars.image_reference(value))
         return value
 
     @field_validator("index_url")
     @classmethod
     def _index_url(cls, value: Optional[str]) -> Optional[str]:
         if value is not None and not VARIABLE.search(value):
-            _refuse(dockerinput.index_url(value))
+            _refuse(grammars.index_url(value))
         return value
 
     @field_validator("apt")
     @classmethod
     def _apt(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
-            _refuse(dockerinput.debian_package(name))
+            _refuse(grammars.debian_package(name))
         return value
 
     @model_validator(mode="after")
@@ -341,7 +341,7 @@ class Matrix(_Strict):
         seen: dict[str, str] = {}
         for name in value:
             repository = str(name).lower()
-            problem = dockerinput.repository_component(repository)
+            problem = grammars.repository_component(repository)
             if problem is not None:
                 raise ValueError("%r: %s (it becomes envbench/%s)" % (name, problem, repository))
             if repository in seen:
