@@ -15,7 +15,7 @@ from typing import TextIO
 
 import docker
 
-from envbench.engine import image_or_none
+from envbench.engine.connection import image_or_none
 from envbench.errors import UserError
 
 REPOSITORY = "envbench/debian"

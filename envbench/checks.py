@@ -14,14 +14,15 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench import dataset, engine, images, resources, run
+from envbench import dataset, images, resources, run
 from envbench import lock as lockmod
+from envbench.engine import connection
 from envbench.errors import UserError
 
 
 def _engine() -> docker.DockerClient | None:
     try:
-        return engine.connect()
+        return connection.connect()
     except UserError:
         return None
 
@@ -89,8 +90,8 @@ def _engine_checks(client: docker.DockerClient, plans: dict[str, Any], gpu_targe
                    allow_pull: bool, problems: list[str], warnings: list[str]) -> None:
     try:
         runtimes = client.info().get("Runtimes") or {}
-    except engine.ENGINE_ERRORS as exc:
-        warnings.append("the engine did not answer: %s" % engine.explain(exc))
+    except connection.ENGINE_ERRORS as exc:
+        warnings.append("the engine did not answer: %s" % connection.explain(exc))
         return
     for target in gpu_targets:
         if "nvidia" not in runtimes:
@@ -100,10 +101,10 @@ def _engine_checks(client: docker.DockerClient, plans: dict[str, Any], gpu_targe
         return
     for name, plan in plans.items():
         try:
-            found = engine.image_or_none(client, plan.base)
+            found = connection.image_or_none(client, plan.base)
         except UserError as exc:
             problems.append("environments.%s.base: %s" % (name, exc))
             continue
-        if found is None and engine.image_or_none(client, plan.tag) is None:
+        if found is None and connection.image_or_none(client, plan.tag) is None:
             problems.append("environments.%s.base: %s is not in the engine and --offline "
                             "forbids pulling it" % (name, plan.base))

@@ -196,13 +196,14 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return demo.demo(args.reports)
     if args.command == "base-image":
-        from envbench import baseimage, engine, setup
+        from envbench import baseimage, setup
+        from envbench.engine import connection
 
         as_root = setup.privileged()
         if as_root is None:
             raise UserError("debootstrap needs root: run `sudo %s -m envbench base-image`"
                             % sys.executable)
-        baseimage.ensure(engine.connect(), as_root=as_root)
+        baseimage.ensure(connection.connect(), as_root=as_root)
         return 0
     from envbench import report
 

@@ -15,7 +15,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from envbench import dataset, engine, report, run, setup
+from envbench import dataset, report, run, setup
+from envbench.engine import connection
 from envbench.errors import UserError
 
 # The pip stack's torch: a CPU build the host's pip can fetch (PyTorch's CPU index first).
@@ -64,7 +65,7 @@ def _data(out: TextIO) -> Path | None:
 def demo(reports: Path, out: TextIO = sys.stdout) -> int:
     started = time.perf_counter()
     setup.ensure_engine(out)
-    client = engine.connect()
+    client = connection.connect()
     base = setup.ensure_base(client, out)
     python_base = setup.ensure_python_base(client, base, out)
     python = _python_of(client, python_base)

@@ -17,7 +17,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from envbench import dataset, engine, gpu
+from envbench import dataset
+from envbench.engine import connection, gpu
 from envbench.errors import UserError
 from envbench.matrix import sources
 from envbench.matrix.models import Matrix
@@ -67,8 +68,8 @@ def gpu_state(client: Any, image: Any | None) -> tuple[bool, list[dict[str, str]
     """(the engine has the NVIDIA runtime, the GPUs nvidia-smi lists, why it could not tell)."""
     try:
         runtimes = client.info().get("Runtimes") or {}
-    except engine.ENGINE_ERRORS as exc:
-        return False, [], engine.explain(exc)
+    except connection.ENGINE_ERRORS as exc:
+        return False, [], connection.explain(exc)
     if "nvidia" not in runtimes:
         return False, [], None
     if image is None:
@@ -98,7 +99,7 @@ def _default_index_answers() -> str | None:
 def checks(m: Matrix, matrix_dir: Any, data_dir: Any = None) -> list[Check]:
     out: list[Check] = []
     try:
-        client = engine.connect()
+        client = connection.connect()
     except UserError as exc:
         return [Check(False, "Docker engine: %s" % exc, "on Debian/Ubuntu: `nox -s demo` "
                       "installs and starts one; elsewhere: install Docker and start it")]
@@ -141,9 +142,9 @@ def checks(m: Matrix, matrix_dir: Any, data_dir: Any = None) -> list[Check]:
     try:
         client.api.inspect_distribution("debian:bookworm-slim")
         out.append(Check(True, "a container registry answers the engine"))
-    except engine.ENGINE_ERRORS as exc:
+    except connection.ENGINE_ERRORS as exc:
         out.append(Check(False, "no container registry answers the engine (%s)"
-                         % engine.explain(exc)[:100],
+                         % connection.explain(exc)[:100],
                          "base images come from `nox -s base-image` (debootstrap); `nox -s "
                          "demo` does this by itself"))
     for url in sorted({u for u in (_index(name, env) for name, env in m.environments.items())
@@ -171,7 +172,7 @@ def _disk(client: Any, m: Matrix) -> Check:
     try:
         root = client.info().get("DockerRootDir") or "/var/lib/docker"
         free = shutil.disk_usage(root).free
-    except (OSError, *engine.ENGINE_ERRORS):
+    except (OSError, *connection.ENGINE_ERRORS):
         return Check(False, "free disk for images: unknown (the engine's data is not on this "
                      "machine)", "check `docker system df` on the engine's host")
     built = {img.labels.get("envbench.environment") for img in

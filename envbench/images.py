@@ -17,7 +17,7 @@ import jinja2
 
 from bench.fingerprint import source_names
 from envbench import wheelcache
-from envbench.engine import ENGINE_ERRORS, explain, image_or_none
+from envbench.engine.connection import ENGINE_ERRORS, explain, image_or_none
 from envbench.errors import UserError
 from envbench.lock import Lock
 from envbench.matrix import grammars, sources

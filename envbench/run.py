@@ -12,8 +12,9 @@ from typing import Any, TextIO
 import docker
 
 from envbench import cells as cellmod
-from envbench import dataset, doctor, engine, gpu, images, resources, results, runner, users
+from envbench import dataset, doctor, images, resources, results, runner, users
 from envbench import lock as lockmod
+from envbench.engine import connection, gpu
 from envbench.errors import UserError
 from envbench.matrix import models
 from envbench.progress import MatrixProgress
@@ -80,7 +81,7 @@ def build_images(client: docker.DockerClient, m: models.Matrix, env_names: list[
         try:
             p = planned(name, m.environments[name], opts, out)
             image = images.build(client, p, opts.log_dir, opts.allow_pull, out)
-            base = engine.image_or_none(client, p.base)
+            base = connection.image_or_none(client, p.base)
             built[name] = (p, image, images.base_digest(base) if base is not None else None)
         except UserError as exc:
             print("%s: %s" % (name, exc), file=out, flush=True)
@@ -129,7 +130,7 @@ def lock(opts: Options, out: TextIO = sys.stdout) -> int:
 
 def build(opts: Options, out: TextIO = sys.stdout) -> int:
     m, cells = plan_cells(opts)
-    client = engine.connect()
+    client = connection.connect()
     names = list(dict.fromkeys(c.environment for c in cells))
     built, failed = build_images(client, m, names, opts, out)
     for name, (p, image, _) in built.items():
@@ -163,7 +164,7 @@ def engine_host(client: docker.DockerClient) -> resources.Host:
         info = client.info()
         return resources.Host(int(info.get("NCPU") or local.cpus),
                               int(info.get("MemTotal") or 0) or local.memory)
-    except (*engine.ENGINE_ERRORS, ValueError, TypeError):
+    except (*connection.ENGINE_ERRORS, ValueError, TypeError):
         return local
 
 
@@ -250,7 +251,7 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     m, cells = plan_cells(opts)
     data_dir = _data_dir(opts, m)
     mounts = runner.Mounts(opts.results_dir, opts.log_dir, data_dir)
-    client = engine.connect()
+    client = connection.connect()
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
     host = engine_host(client)
     remove_leftovers(client, out)
@@ -318,14 +319,14 @@ def remove_leftovers(client: docker.DockerClient, out: TextIO) -> None:
     Only those this machine started: an engine can be shared (the local cloud launcher's
     "VMs" share the host's), and another machine's cell may be just created or just ended.
     """
-    mine = ["envbench.cell", "envbench.host=%s" % engine.client_host()]
+    mine = ["envbench.cell", "envbench.host=%s" % connection.client_host()]
     try:
         stale = client.containers.list(all=True, filters={"label": mine, "status": "exited"})
         stale += client.containers.list(all=True, filters={"label": mine, "status": "created"})
         for container in stale:
             container.remove(force=True)
-    except engine.ENGINE_ERRORS as exc:
-        print("could not remove containers left by an earlier run: %s" % engine.explain(exc),
+    except connection.ENGINE_ERRORS as exc:
+        print("could not remove containers left by an earlier run: %s" % connection.explain(exc),
               file=out)
         return
     if stale:

@@ -11,11 +11,12 @@ import docker
 import requests
 
 from bench.result import write_text_atomic
-from envbench import engine, gpu, results
-from envbench.engine import ENGINE_ERRORS, explain
+from envbench import results
+from envbench.engine import connection, gpu
+from envbench.engine.connection import ENGINE_ERRORS, explain
+from envbench.engine.sandbox import locked_down
 from envbench.matrix.models import Target
 from envbench.resources import Resources, container_limits
-from envbench.sandbox import locked_down
 from envbench.users import own
 
 LOG_TAIL_LINES = 40
@@ -35,7 +36,7 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
         volumes[str(mounts.data_dir.resolve())] = {"bind": "/data", "mode": "ro"}
     options: dict[str, Any] = dict(locked_down(image), command=args, volumes=volumes,
                                    labels={"envbench.cell": cell_name,
-                                           "envbench.host": engine.client_host()},
+                                           "envbench.host": connection.client_host()},
                                    detach=True)
     options.update(container_limits(resources))
     if resources.device == "cuda":

@@ -113,22 +113,23 @@ def ensure_engine(out: TextIO = sys.stdout, log: Path | None = None) -> None:
 def ensure_base(client: Any, out: TextIO = sys.stdout) -> str:
     """A Debian base image of this host's release: the engine's, a pulled one, or one built
     with debootstrap (the registry may be out of reach, the package mirror is not)."""
-    from envbench import baseimage, engine
+    from envbench import baseimage
+    from envbench.engine import connection
 
     codename = baseimage.host_codename()
     local = baseimage.tag_for(codename)
-    if engine.image_or_none(client, local) is not None:
+    if connection.image_or_none(client, local) is not None:
         return local
     official = "debian:%s-slim" % codename
-    if engine.image_or_none(client, official) is not None:
+    if connection.image_or_none(client, official) is not None:
         return official
     try:
         client.images.pull(official)
         _say(out, "pulled %s" % official)
         return official
-    except engine.ENGINE_ERRORS as exc:
+    except connection.ENGINE_ERRORS as exc:
         _say(out, "no registry answers (%s): building %s with debootstrap instead"
-             % (engine.explain(exc)[:120], local))
+             % (connection.explain(exc)[:120], local))
     prefix = privileged()
     if prefix is None:
         raise UserError("no base image: the registry does not answer and debootstrap needs "
@@ -141,11 +142,11 @@ def ensure_base(client: Any, out: TextIO = sys.stdout) -> str:
 def ensure_python_base(client: Any, base: str, out: TextIO = sys.stdout) -> str:
     """The base with python3 and venv (apt, with the engine's network, once): pip stacks on
     it need no apt, so they are built with the network off."""
-    from envbench import engine
+    from envbench.engine import connection
 
     tag = "envbench/python-%s" % base.replace("/", "-").replace(":", "-")
     tag = tag[:120] + ":latest"
-    if engine.image_or_none(client, tag) is not None:
+    if connection.image_or_none(client, tag) is not None:
         return tag
     _say(out, "building %s (%s with python3 and venv)" % (tag, base))
     dockerfile = ("FROM %s\nRUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install"
@@ -164,8 +165,8 @@ def ensure_python_base(client: Any, base: str, out: TextIO = sys.stdout) -> str:
     try:
         client.images.build(fileobj=spool, custom_context=True, tag=tag, rm=True,
                              forcerm=True, pull=False)
-    except engine.ENGINE_ERRORS as exc:
-        raise UserError("building %s failed: %s" % (tag, engine.explain(exc)))
+    except connection.ENGINE_ERRORS as exc:
+        raise UserError("building %s failed: %s" % (tag, connection.explain(exc)))
     return tag
 
 

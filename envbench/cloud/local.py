@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench import engine, setup
+from envbench import setup
 from envbench.cloud.launcher import LineSink, ProvisionFailed, Remote
+from envbench.engine import connection
 from envbench.errors import UserError
 
 POOL = "local"
@@ -54,7 +55,7 @@ def ensure_image(client: Any, base: str, out: TextIO = sys.stdout) -> str:
     """The VM image: the python base with sshd and rsync (apt, once; cached by recipe)."""
     recipe = IMAGE_RECIPE.format(base=base)
     tag = "envbench/sshd-vm:%s" % hashlib.sha256(recipe.encode()).hexdigest()[:16]
-    if engine.image_or_none(client, tag) is not None:
+    if connection.image_or_none(client, tag) is not None:
         return tag
     print("building %s (sshd and rsync on %s): the local launcher's VM" % (tag, base),
           file=out, flush=True)
@@ -68,8 +69,8 @@ def ensure_image(client: Any, base: str, out: TextIO = sys.stdout) -> str:
     try:
         client.images.build(fileobj=spool, custom_context=True, tag=tag, rm=True, forcerm=True,
                             pull=False)
-    except engine.ENGINE_ERRORS as exc:
-        raise UserError("building the local VM image failed: %s" % engine.explain(exc))
+    except connection.ENGINE_ERRORS as exc:
+        raise UserError("building the local VM image failed: %s" % connection.explain(exc))
     return tag
 
 
@@ -182,8 +183,8 @@ class LocalLauncher:
                     container.status, " ".join(container.logs().decode(errors="replace")
                                                .split())[-300:]))
             port = published[0]["HostPort"]
-        except engine.ENGINE_ERRORS as exc:
-            raise ProvisionFailed(engine.explain(exc))
+        except connection.ENGINE_ERRORS as exc:
+            raise ProvisionFailed(connection.explain(exc))
         config = self.state / "ssh" / cluster
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text("\n".join([
@@ -257,7 +258,7 @@ def make(out: TextIO = sys.stdout) -> LocalLauncher:
         raise UserError("the local launcher reaches its VMs with ssh and rsync; %s missing "
                         "here (on Debian or Ubuntu: sudo apt-get install openssh-client rsync)"
                         % ", ".join(missing))
-    client = engine.connect()
+    client = connection.connect()
     base = os.environ.get("ENVBENCH_PYTHON_BASE") or setup.ensure_python_base(
         client, setup.ensure_base(client, out), out)
     image = ensure_image(client, base, out)

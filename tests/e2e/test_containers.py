@@ -14,8 +14,9 @@ import pytest
 from conftest import E2E_MATRIX, ROOT, envbench
 
 from bench.fingerprint import bench_sha256
-from envbench import cells, gpu, run, runner, sandbox
+from envbench import cells, run, runner
 from envbench.cells import Cell
+from envbench.engine import gpu, sandbox
 from envbench.matrix import models
 from envbench.matrix.models import Settings, Target
 

@@ -10,7 +10,8 @@ import sys
 import pytest
 from conftest import ROOT
 
-from envbench import doctor, gpu
+from envbench import doctor
+from envbench.engine import gpu
 from envbench.matrix import models
 
 pytestmark = pytest.mark.e2e

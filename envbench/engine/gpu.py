@@ -6,9 +6,9 @@ from typing import Any
 import docker
 from docker.types import DeviceRequest
 
-from envbench import engine
-from envbench.engine import ENGINE_ERRORS
-from envbench.sandbox import locked_down
+from envbench.engine import connection
+from envbench.engine.connection import ENGINE_ERRORS
+from envbench.engine.sandbox import locked_down
 
 NO_RUNTIME = ("this Docker engine has no NVIDIA runtime: install nvidia-container-toolkit, "
               "run `sudo nvidia-ctk runtime configure --runtime=docker` and restart dockerd")
@@ -24,8 +24,8 @@ def explain(exc: BaseException) -> str:
     if "could not select device driver" in text or "nvidia-container-cli" in text:
         return NO_RUNTIME
     if not isinstance(exc, docker.errors.APIError):
-        return engine.explain(exc)  # not a refusal of the GPUs: the engine's own failure
-    return "the engine refused GPUs: %s" % engine.explain(exc)[:400]
+        return connection.explain(exc)  # not a refusal of the GPUs: the engine's own failure
+    return "the engine refused GPUs: %s" % connection.explain(exc)[:400]
 
 
 def probe_options(image: Any, count: int) -> dict[str, Any]:
