@@ -14,10 +14,11 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench import dataset, images, resources, run
-from envbench import lock as lockmod
+from envbench import dataset, resources, run
 from envbench.engine import connection
 from envbench.errors import UserError
+from envbench.images import dockerfile
+from envbench.images import lock as lockmod
 
 
 def _engine() -> docker.DockerClient | None:
@@ -60,7 +61,7 @@ def check(opts: run.Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
                 elif state == "missing":
                     warnings.append("environments.%s: no lock yet: `bench` will resolve %s "
                                     "(or run `nox -s lock` and commit it)" % (name, where))
-            plans[name] = images.plan(name, env, matrix_dir, current)
+            plans[name] = dockerfile.plan(name, env, matrix_dir, current)
         except UserError as exc:
             problems.append(str(exc))
     if not (opts.synthetic or m.benchmark.data == "synthetic"):

@@ -196,8 +196,9 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return demo.demo(args.reports)
     if args.command == "base-image":
-        from envbench import baseimage, setup
+        from envbench import setup
         from envbench.engine import connection
+        from envbench.images import baseimage
 
         as_root = setup.privileged()
         if as_root is None:

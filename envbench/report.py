@@ -271,7 +271,7 @@ def current_results(matrix_path: Path, reports: Path, envs: list[str] | None = N
     """The results of the current matrix's cells in REPORTS/results, the files left out with
     their reasons, and a phrase saying where they came from."""
     from envbench import cells
-    from envbench import lock as lockmod
+    from envbench.images import lock as lockmod
     from envbench.matrix import models
 
     m = models.load(matrix_path)

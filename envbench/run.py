@@ -12,10 +12,11 @@ from typing import Any, TextIO
 import docker
 
 from envbench import cells as cellmod
-from envbench import dataset, doctor, images, resources, results, runner, users
-from envbench import lock as lockmod
+from envbench import dataset, doctor, resources, results, runner, users
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
+from envbench.images import dockerfile
+from envbench.images import lock as lockmod
 from envbench.matrix import models
 from envbench.progress import MatrixProgress
 
@@ -80,22 +81,22 @@ def build_images(client: docker.DockerClient, m: models.Matrix, env_names: list[
         p = None
         try:
             p = planned(name, m.environments[name], opts, out)
-            image = images.build(client, p, opts.log_dir, opts.allow_pull, out)
+            image = dockerfile.build(client, p, opts.log_dir, opts.allow_pull, out)
             base = connection.image_or_none(client, p.base)
-            built[name] = (p, image, images.base_digest(base) if base is not None else None)
+            built[name] = (p, image, dockerfile.base_digest(base) if base is not None else None)
         except UserError as exc:
             print("%s: %s" % (name, exc), file=out, flush=True)
             failed[name] = (str(exc), p.tag if p is not None else None)
     return built, failed
 
 
-def planned(name: str, env: models.Environment, opts: Options, out: TextIO) -> images.Plan:
+def planned(name: str, env: models.Environment, opts: Options, out: TextIO) -> dockerfile.Plan:
     """The image plan of an environment, with its lock (created when missing, refused when
     stale) for a pip stack."""
     lock = None
     if env.source == "pip":
         lock = lockmod.ensure(name, env, opts.matrix_dir, opts.locks_dir, opts.frozen, out)
-    return images.plan(name, env, opts.matrix_dir, lock)
+    return dockerfile.plan(name, env, opts.matrix_dir, lock)
 
 
 def lock(opts: Options, out: TextIO = sys.stdout) -> int:

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from envbench import cells as cellmod
-from envbench import dataset, identity, images
-from envbench import lock as lockmod
+from envbench import dataset, identity
 from envbench.errors import UserError
+from envbench.images import dockerfile
+from envbench.images import lock as lockmod
 from envbench.matrix.models import Matrix
 from envbench.reportdata import Loaded, variant_text
 from envbench.resources import Host
@@ -39,7 +40,7 @@ def _planned_tags(m: Matrix, names: set[str], matrix_dir: Path,
                 if state != "current":
                     tags[name] = None
                     continue
-            tags[name] = images.plan(name, env, matrix_dir, current).tag
+            tags[name] = dockerfile.plan(name, env, matrix_dir, current).tag
         except UserError:
             tags[name] = None
     return tags

@@ -113,8 +113,8 @@ def ensure_engine(out: TextIO = sys.stdout, log: Path | None = None) -> None:
 def ensure_base(client: Any, out: TextIO = sys.stdout) -> str:
     """A Debian base image of this host's release: the engine's, a pulled one, or one built
     with debootstrap (the registry may be out of reach, the package mirror is not)."""
-    from envbench import baseimage
     from envbench.engine import connection
+    from envbench.images import baseimage
 
     codename = baseimage.host_codename()
     local = baseimage.tag_for(codename)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import E2E_MATRIX, envbench
 
-from envbench import images, lock, wheelcache
+from envbench.images import dockerfile, lock, wheelcache
 from envbench.matrix.models import load
 
 pytestmark = pytest.mark.e2e
@@ -97,11 +97,11 @@ def test_a_build_has_no_network_and_two_builds_of_one_lock_install_the_same(clie
         monkeypatch.setenv(key, e2e_env[key])  # the plan below expands the matrix here
     m = load(matrix)
     made = lock.read(Path(e2e_env["ENVBENCH_LOCKS"]) / "offline-proof.pylock.toml")
-    plan = images.plan("offline-proof", m.environments["offline-proof"], tmp_path, made)
+    plan = dockerfile.plan("offline-proof", m.environments["offline-proof"], tmp_path, made)
     first = client.images.get(plan.tag)
     freeze_one = _in_image(client, first.id, "/opt/venv/bin/pip freeze")
     client.images.remove(first.id, force=True)
-    rebuilt = images.build(client, plan, tmp_path / "logs", allow_pull=False,
+    rebuilt = dockerfile.build(client, plan, tmp_path / "logs", allow_pull=False,
                            out=io.StringIO(), nocache=True)
     freeze_two = _in_image(client, rebuilt.id, "/opt/venv/bin/pip freeze")
     client.images.remove(rebuilt.id, force=True)

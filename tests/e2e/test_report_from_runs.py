@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import E2E_MATRIX, envbench
 
-from envbench import lock
+from envbench.images import lock
 
 pytestmark = pytest.mark.e2e
 

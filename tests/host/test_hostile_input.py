@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envbench import images
 from envbench.errors import MatrixError, UserError
+from envbench.images import dockerfile
 from envbench.matrix import models, sources
 from envbench.matrix.models import Environment
 
@@ -74,15 +74,15 @@ def test_every_rendered_value_is_shell_quoted(tmp_path):
     still one shell word on its RUN line."""
     env = Environment.model_construct(**dict(Environment(torch="2.13.0").__dict__,
                                              apt=("a b; id",)))
-    text = images.plan("x", env, tmp_path).dockerfile
+    text = dockerfile.plan("x", env, tmp_path).dockerfile
     assert "--no-install-recommends 'a b; id'" in text
     # The index URL is checked again after expansion, so $(...) never reaches a RUN line.
     evil = Environment.model_construct(**dict(Environment(torch="2.13.0").__dict__,
                                               index_url="https://x/$(id)"))
     with pytest.raises(UserError, match="holds whitespace, quotes or shell characters"):
-        images.plan("x", evil, tmp_path)
+        dockerfile.plan("x", evil, tmp_path)
     clean = Environment(source="debian", base="envbench/debian:bookworm", apt=["g++"])
-    assert "python3-torchvision g++" in images.plan("y", clean, tmp_path).dockerfile
+    assert "python3-torchvision g++" in dockerfile.plan("y", clean, tmp_path).dockerfile
 
 
 def test_bounds_of_targets():
@@ -104,7 +104,7 @@ def test_bounds_of_targets():
 def test_an_unset_variable_fails_the_plan_not_the_process():
     env = Environment(torch="2.13.0", base="${ENVBENCH_T_NOT_SET}")
     with pytest.raises(UserError, match=r"environments.x.base: \$\{ENVBENCH_T_NOT_SET\} is not"):
-        images.plan("x", env, Path("."))
+        dockerfile.plan("x", env, Path("."))
 
 
 @pytest.mark.parametrize("argv, refused", [

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_lock import make_wheel
 
-from envbench import images, lock, wheelcache
 from envbench.errors import UserError
+from envbench.images import dockerfile, lock, wheelcache
 from envbench.matrix.models import Environment
 
 SEED = Environment(python="3.8", torch="1.12.1", torchvision="0.13.1", cuda="11.6",
@@ -28,7 +28,7 @@ def locked(tmp_path):
 
 
 def test_cuda_image_checks_its_stack_and_installs_the_lock_offline():
-    text = images.plan("seed", SEED, Path(".")).dockerfile
+    text = dockerfile.plan("seed", SEED, Path(".")).dockerfile
     assert text.startswith("# Rendered by envbench") and "FROM python:3.8-slim AS system" in text
     # Wheels come from the lock, hash-checked, in a builder stage; pip never meets an index.
     assert ("pip install --no-index --find-links /tmp/wheels --require-hashes" in text
@@ -43,9 +43,9 @@ def test_cuda_image_checks_its_stack_and_installs_the_lock_offline():
 
 
 def test_cpu_and_debian_images():
-    cpu = images.plan("c", Environment(torch="2.13.0"), Path(".")).dockerfile
+    cpu = dockerfile.plan("c", Environment(torch="2.13.0"), Path(".")).dockerfile
     assert "assert c is None" in cpu and "NVIDIA" not in cpu
-    debian = images.plan("d", Environment(source="debian", base="envbench/debian:bookworm"),
+    debian = dockerfile.plan("d", Environment(source="debian", base="envbench/debian:bookworm"),
                          Path(".")).dockerfile
     assert "FROM envbench/debian:bookworm AS system" in debian
     assert "apt-get install -y --no-install-recommends python3 python3-torch" in debian
@@ -54,28 +54,28 @@ def test_cpu_and_debian_images():
 
 def test_the_tag_hashes_the_dockerfile_bench_and_the_lock(tmp_path, monkeypatch, locked):
     env, made = locked
-    p = images.plan("x", env, tmp_path, made)
-    assert p.tag == images.plan("x", env, tmp_path, made).tag
+    p = dockerfile.plan("x", env, tmp_path, made)
+    assert p.tag == dockerfile.plan("x", env, tmp_path, made).tag
     assert p.tag.startswith("envbench/x:") and p.labels["envbench.lock.sha256"] == made.sha256
-    assert images.plan("x", env, tmp_path).tag != p.tag  # no lock: another tag
+    assert dockerfile.plan("x", env, tmp_path).tag != p.tag  # no lock: another tag
     make_wheel(tmp_path / "wheels", "filelock", "4.4.0")
     relocked = lock.write("x", env, tmp_path, tmp_path / "locks")
     assert relocked.sha256 != made.sha256
-    assert images.plan("x", env, tmp_path, relocked).tag != p.tag
+    assert dockerfile.plan("x", env, tmp_path, relocked).tag != p.tag
     copy = tmp_path / "bench"
-    shutil.copytree(images.BENCH_DIR, copy)
-    monkeypatch.setattr(images, "BENCH_DIR", copy)
-    assert images.plan("x", env, tmp_path, made).tag == p.tag
+    shutil.copytree(dockerfile.BENCH_DIR, copy)
+    monkeypatch.setattr(dockerfile, "BENCH_DIR", copy)
+    assert dockerfile.plan("x", env, tmp_path, made).tag == p.tag
     (copy / "model.py").write_text((copy / "model.py").read_text() + "\n# changed\n")
-    assert images.plan("x", env, tmp_path, made).tag != p.tag
+    assert dockerfile.plan("x", env, tmp_path, made).tag != p.tag
 
 
 def test_the_build_context_carries_the_locked_wheels_and_nothing_else(tmp_path, locked):
     env, made = locked
     (tmp_path / "wheels" / "unlocked-1.0-py3-none-any.whl").write_bytes(b"not in the lock")
-    p = images.plan("x", env, tmp_path, made)
+    p = dockerfile.plan("x", env, tmp_path, made)
     paths = wheelcache.ensure(made, p.wheelhouse, io.StringIO(), tmp_path / "cache")
-    with images._context(p, paths) as spool, tarfile.open(fileobj=spool) as tar:
+    with dockerfile._context(p, paths) as spool, tarfile.open(fileobj=spool) as tar:
         names = tar.getnames()
         requirements = tar.extractfile("requirements.lock").read().decode()
     assert sorted(n for n in names if n.startswith("wheels/")) == sorted(
@@ -88,14 +88,14 @@ def test_the_build_context_carries_the_locked_wheels_and_nothing_else(tmp_path, 
 def test_custom_templates_and_checked_sources(tmp_path, monkeypatch):
     (tmp_path / "mine.j2").write_text("{% extends 'cpu.Dockerfile.j2' %}\n"
                                       "{% block device_env %}ENV MINE=1{% endblock %}\n")
-    custom = images.plan("x", Environment(torch="2.13.0", dockerfile="mine.j2"), tmp_path)
+    custom = dockerfile.plan("x", Environment(torch="2.13.0", dockerfile="mine.j2"), tmp_path)
     assert "ENV MINE=1" in custom.dockerfile
     with pytest.raises(UserError, match="dockerfile: .*nope.j2 does not exist"):
-        images.plan("x", Environment(torch="2.13.0", dockerfile="nope.j2"), tmp_path)
+        dockerfile.plan("x", Environment(torch="2.13.0", dockerfile="nope.j2"), tmp_path)
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="wheelhouse: .*holds no wheels"):
-        images.plan("x", Environment(torch="2.13.0", wheelhouse="empty"), tmp_path)
+        dockerfile.plan("x", Environment(torch="2.13.0", wheelhouse="empty"), tmp_path)
     monkeypatch.delenv("ENVBENCH_TEST_INDEX", raising=False)
     with pytest.raises(UserError, match=r"environments.x.index_url: \$\{ENVBENCH_TEST_INDEX\}"):
-        images.plan("x", Environment(torch="2.13.0", index_url="${ENVBENCH_TEST_INDEX}/cpu"),
+        dockerfile.plan("x", Environment(torch="2.13.0", index_url="${ENVBENCH_TEST_INDEX}/cpu"),
                     tmp_path)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envbench import lock, wheelcache
 from envbench.errors import UserError
+from envbench.images import lock, wheelcache
 from envbench.matrix.models import Environment
 
 

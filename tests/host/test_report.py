@@ -245,7 +245,8 @@ def _selection_run(tmp_path):
     """Results as the runner stores them for a small matrix, plus files that do not belong."""
     from test_lock import make_wheel
 
-    from envbench import cells, images, lock, results
+    from envbench import cells, results
+    from envbench.images import dockerfile, lock
     from envbench.matrix import models
 
     make_wheel(tmp_path / "wheels", "torch", "2.13.0")
@@ -255,7 +256,7 @@ def _selection_run(tmp_path):
     (tmp_path / "matrix.yaml").write_text(text)
     m = models.load(tmp_path / "matrix.yaml")
     made = lock.write("a", m.environments["a"], tmp_path, tmp_path / "locks")  # the default
-    tag = images.plan("a", m.environments["a"], tmp_path, made).tag
+    tag = dockerfile.plan("a", m.environments["a"], tmp_path, made).tag
     folder = tmp_path / "reports" / "results"
     data = {"source": "synthetic", "sha256": None}
     written = {}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from envbench.errors import UserError
-from envbench.lock import Lock, Wheel
+from envbench.images.lock import Lock, Wheel
 
 BLOCK = 1 << 20
 

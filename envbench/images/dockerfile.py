@@ -16,15 +16,15 @@ import docker
 import jinja2
 
 from bench.fingerprint import source_names
-from envbench import wheelcache
 from envbench.engine.connection import ENGINE_ERRORS, explain, image_or_none
 from envbench.errors import UserError
-from envbench.lock import Lock
+from envbench.images import wheelcache
+from envbench.images.lock import Lock
 from envbench.matrix import grammars, sources
 from envbench.matrix.models import Environment
 from envbench.users import own
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = ROOT / "images"
 BENCH_DIR = ROOT / "bench"
 REPOSITORY = "envbench"
