@@ -5,11 +5,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbench import identity, resources
+from envbench import resources
 from envbench.errors import UserError
-from envbench.identity import Identity
 from envbench.matrix.models import Matrix, Settings, Target
 from envbench.resources import Resources
+from envbench.results import identity
+from envbench.results.identity import Identity
 
 # --quick: one short epoch per cell, to check a matrix end to end in minutes.
 QUICK = {"epochs": 1, "repeats": 1, "limit": 5000, "limit_test": 1000}

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import result
-from envbench import contract, hardware, identity, stats
-from envbench.identity import Identity
+from envbench import hardware, stats
+from envbench.results import contract, identity
+from envbench.results.identity import Identity
 
 NOISY_CV = 0.05
 # The value each swept optimisation is measured against ("what you get without it").

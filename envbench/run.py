@@ -12,13 +12,14 @@ from typing import Any, TextIO
 import docker
 
 from envbench import cells as cellmod
-from envbench import dataset, doctor, resources, results, runner, users
+from envbench import dataset, doctor, resources, runner, users
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod
 from envbench.matrix import models
 from envbench.progress import MatrixProgress
+from envbench.results import store
 
 
 @dataclass
@@ -194,13 +195,13 @@ class _Session:
         if target.device == "cuda" and cell.environment in self.gpu_blocked:
             kind, message = self.gpu_blocked[cell.environment]
             p = cellmod.prepare(cell, target, self.host, self.data, None)
-            record = results.host_failure(p.config, kind, message)
+            record = store.host_failure(p.config, kind, message)
             self._store(p, record, {"tag": None, "id": None})
             return record, "failed: " + message
         if cell.environment in self.build_failures:
             message, tag = self.build_failures[cell.environment]
             p = cellmod.prepare(cell, target, self.host, self.data, None)
-            record = results.host_failure(p.config, "BuildFailed", message)
+            record = store.host_failure(p.config, "BuildFailed", message)
             self._store(p, record, {"tag": tag, "id": None})
             return record, "failed: image build failed"
         plan, image, base_digest = self.built[cell.environment]
@@ -209,12 +210,12 @@ class _Session:
                       "lock_sha256": plan.lock.sha256 if plan.lock else None}
         p = cellmod.prepare(cell, target, self.host, self.data, image.id)
         path = self.opts.results_dir / ("%s.json" % p.file_stem)
-        stored = results.read(path)
-        if results.is_current(stored, p.identity):
+        stored = store.read(path)
+        if store.is_current(stored, p.identity):
             return stored, "cached " + _figure(stored)
         problem = self._gpu_problem(cell, p.resources, image)
         if problem:
-            record = results.host_failure(p.config, "GpuUnavailable", problem)
+            record = store.host_failure(p.config, "GpuUnavailable", problem)
             self._store(p, record, image_info)
             return record, "failed: " + problem
         started = time.perf_counter()
@@ -239,11 +240,11 @@ class _Session:
     def _store(self, p: cellmod.Prepared, record: dict[str, Any],
                image_info: dict[str, Any]) -> None:
         target = self.matrix.targets[p.cell.target]
-        results.annotate(record, p.cell, p.identity, target.label, target.price_per_hour,
+        store.annotate(record, p.cell, p.identity, target.label, target.price_per_hour,
                          p.resources, image_info, self.matrix.benchmark.target_accuracy)
         record["written_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         path = self.opts.results_dir / ("%s.json" % p.file_stem)
-        results.write(path, record)
+        store.write(path, record)
         users.own(path)
 
 

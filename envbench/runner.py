@@ -11,12 +11,12 @@ import docker
 import requests
 
 from bench.result import write_text_atomic
-from envbench import results
 from envbench.engine import connection, gpu
 from envbench.engine.connection import ENGINE_ERRORS, explain
 from envbench.engine.sandbox import locked_down
 from envbench.matrix.models import Target
 from envbench.resources import Resources, container_limits
+from envbench.results import store
 from envbench.users import own
 
 LOG_TAIL_LINES = 40
@@ -96,7 +96,7 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
         container = client.containers.create(image.id, **options)
     except ENGINE_ERRORS as exc:
         message = gpu.explain(exc) if gpus else explain(exc)
-        return _with_tail(results.host_failure(config, "ContainerError", message), lines)
+        return _with_tail(store.host_failure(config, "ContainerError", message), lines)
     follower = None
     finished = False
     try:
@@ -133,12 +133,12 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
             engine_lost = None
         except ENGINE_ERRORS as exc:
             engine_lost = explain(exc)  # the engine is gone; it removes nothing it no longer runs
-    record = results.read(out_path)
+    record = store.read(out_path)
     if record is None:
         kind, message = error or ("NoResult", "bench exited without writing a valid result")
         if engine_lost and kind in ("ContainerExited", "NoResult"):
             message = "%s, and then %s" % (message, engine_lost)  # the likely cause
-        record = results.host_failure(config, kind, message)
+        record = store.host_failure(config, kind, message)
     elif error is not None and error[0] in ("Timeout", "OutOfMemory"):
         record["status"], record["error"] = "failed", {"type": error[0], "message": error[1]}
     return _with_tail(record, lines) if record["status"] != "ok" else record

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from envbench import cells as cellmod
-from envbench import dataset, identity
+from envbench import dataset
 from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod
 from envbench.matrix.models import Matrix
 from envbench.reportdata import Loaded, variant_text
 from envbench.resources import Host
+from envbench.results import identity
 
 
 def _slot(environment: Any, target: Any, variant: dict[str, Any], quick: bool,

@@ -24,12 +24,13 @@ from typing import Any, TextIO
 
 from bench import result
 from envbench import cells as cellmod
-from envbench import contract, resources, results
+from envbench import resources
 from envbench.cloud import fetch
 from envbench.cloud.launcher import Launcher, ProvisionFailed, Remote
 from envbench.cloud.plan import TargetPlan
 from envbench.cloud.tasks import RESULT_MARKER
 from envbench.matrix.models import Matrix
+from envbench.results import contract, store
 
 RSYNC_TIMEOUT_S = 600
 
@@ -171,7 +172,7 @@ class FanOut:
                 cell["price_source"] = plan.price_source
             elif cell.get("price_per_hour") is not None:
                 cell.setdefault("price_source", "matrix")
-            results.write(dest / path.name, record)
+            store.write(dest / path.name, record)
             kept.append(dest / path.name)
         logs = staging / "logs"
         if logs.is_dir():
@@ -189,12 +190,12 @@ class FanOut:
         host = resources.Host(target.cpus or 1, None)  # the VM never answered: unknown
         for cell in plan.cells:
             p = cellmod.prepare(cell, target, host, self.data, None)
-            record = results.host_failure(p.config, kind, message)
-            results.annotate(record, cell, p.identity, target.label, plan.price, p.resources,
+            record = store.host_failure(p.config, kind, message)
+            store.annotate(record, cell, p.identity, target.label, plan.price, p.resources,
                              {"tag": None, "id": None}, self.matrix.benchmark.target_accuracy)
             record["cell"]["price_source"] = plan.price_source
             record["written_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            results.write(dest / ("%s.json" % p.file_stem), record)
+            store.write(dest / ("%s.json" % p.file_stem), record)
             outcome.results.append("%s.json" % p.file_stem)
         self.say(plan.name, "failed: %s (%d cells recorded as failed)"
                  % (message, len(plan.cells)))

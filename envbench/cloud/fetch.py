@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 from bench import result
-from envbench import contract
 from envbench.cloud.tasks import RESULT_MARKER
+from envbench.results import contract
 
 LINE = re.compile(re.escape(RESULT_MARKER) + r" (\S+) ([A-Za-z0-9+/=]*)\s*$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.json$")

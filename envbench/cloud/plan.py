@@ -16,11 +16,12 @@ from pathlib import Path
 
 import yaml
 
-from envbench import cells, contract, dataset
+from envbench import cells, dataset
 from envbench.cloud import sky as skyapi
 from envbench.cloud import tasks
 from envbench.errors import UserError
 from envbench.matrix.models import Matrix
+from envbench.results import contract
 
 # VM start, SkyPilot's setup, the Docker builds of each stack: typically 5-15 minutes.
 PROVISION_S = 15 * 60

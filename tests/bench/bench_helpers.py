@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from envbench import contract
+from envbench.results import contract
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -9,7 +9,7 @@ import sys
 
 from bench_helpers import ROOT
 
-from envbench import contract
+from envbench.results import contract
 
 
 def test_the_gpu_script_runs_its_list_and_checks_what_it_wrote(tmp_path):

@@ -119,7 +119,7 @@ def test_a_killed_rank_fails_the_run_with_its_reason(tmp_path):
 def result_of(path):
     import json
 
-    from envbench import contract
+    from envbench.results import contract
 
     record = json.loads(path.read_text())
     assert contract.problems(record) == []

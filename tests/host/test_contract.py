@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from report_fixture import make_record
 
 from bench import result
-from envbench import cli, contract, identity, report
+from envbench import cli, report
+from envbench.results import contract, identity
 
 SCHEMA_1_FILE = Path(__file__).resolve().parent / "data" / "result-schema1.json"
 

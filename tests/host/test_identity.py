@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from test_matrix import GOOD
 
-from envbench import cells, identity
+from envbench import cells
 from envbench.matrix import models
 from envbench.matrix.models import Target
+from envbench.results import identity
 
 M = models.parse(GOOD)
 CELL = next(c for c in cells.expand(M) if c.environment == "a" and c.repeat == 0)

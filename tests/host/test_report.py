@@ -14,8 +14,9 @@ from browser import assert_drawn, screenshot
 from report_fixture import HOSTILE, make_record, write_set
 
 from bench import result
-from envbench import contract, report
+from envbench import report
 from envbench.errors import UserError
+from envbench.results import contract
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -245,9 +246,10 @@ def _selection_run(tmp_path):
     """Results as the runner stores them for a small matrix, plus files that do not belong."""
     from test_lock import make_wheel
 
-    from envbench import cells, results
+    from envbench import cells
     from envbench.images import dockerfile, lock
     from envbench.matrix import models
+    from envbench.results import store as results
 
     make_wheel(tmp_path / "wheels", "torch", "2.13.0")
     text = ("environments:\n  a: {python: \"3.11\", torch: \"2.13.0\", wheelhouse: wheels}\n"

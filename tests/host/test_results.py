@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from test_matrix import GOOD
 
-from envbench import cells, contract, identity, results
+from envbench import cells
 from envbench.matrix import models
+from envbench.results import contract, identity, store
 
 M = models.parse(GOOD)
 CELL = next(c for c in cells.expand(M) if c.environment == "a")
@@ -14,7 +15,7 @@ DATA = {"source": "synthetic", "sha256": None}
 def stored(tmp_path, image_id="sha256:abc", status="ok", host_cpus=2):
     """A record as the runner stores it for CELL, read back from disk."""
     p = cells.prepare(CELL, M.targets["cpu"], host_cpus, DATA, image_id)
-    record = results.host_failure(p.config, "X", "y")
+    record = store.host_failure(p.config, "X", "y")
     if status == "ok":
         record.update(status="ok", error=None,
                       model={"name": "lenet", "parameters": 62006, "flops_per_image": 1303440},
@@ -27,36 +28,36 @@ def stored(tmp_path, image_id="sha256:abc", status="ok", host_cpus=2):
                              "train_loss": 2.3, "test_acc": 0.1, "test_s": 0.1}]
         record["summary"].update(epoch_s_median=1.0, first_epoch_s=1.0, samples_per_s=10.0,
                                  final_test_acc=0.1)
-    results.annotate(record, CELL, p.identity, "CPU", 0.1, p.resources,
+    store.annotate(record, CELL, p.identity, "CPU", 0.1, p.resources,
                      {"id": image_id, "tag": "t"}, None)
-    path = results.path_for(tmp_path, p.identity, CELL)
-    results.write(path, record)
-    return p, results.read(path)
+    path = store.path_for(tmp_path, p.identity, CELL)
+    store.write(path, record)
+    return p, store.read(path)
 
 
 def test_a_result_is_current_only_for_the_same_measurement(tmp_path):
     p, record = stored(tmp_path)
     assert contract.problems(record) == []
-    assert results.is_current(record, p.identity)
+    assert store.is_current(record, p.identity)
     other_image = cells.prepare(CELL, M.targets["cpu"], 2, DATA, "sha256:other").identity
-    assert not results.is_current(record, other_image)
+    assert not store.is_current(record, other_image)
     real_data = cells.prepare(CELL, M.targets["cpu"], 2, {"source": "cifar10", "sha256": "a" * 64},
                               "sha256:abc").identity
-    assert not results.is_current(record, real_data)
+    assert not store.is_current(record, real_data)
     # The same target on a bigger host gets more threads: another measurement.
     bigger = cells.prepare(CELL, M.targets["cpu"], 32, DATA, "sha256:abc").identity
-    assert not results.is_current(record, bigger)
+    assert not store.is_current(record, bigger)
     _, failed = stored(tmp_path / "f", status="failed")
-    assert not results.is_current(failed, p.identity)
-    assert not results.is_current(None, p.identity)
+    assert not store.is_current(failed, p.identity)
+    assert not store.is_current(None, p.identity)
 
 
 def test_torn_or_foreign_files_read_as_absent(tmp_path):
     (tmp_path / "torn.json").write_text('{"schema": "envbench.result/2", "sta')
     (tmp_path / "other.json").write_text('{"hello": 1}')
-    assert results.read(tmp_path / "torn.json") is None
-    assert results.read(tmp_path / "other.json") is None
-    assert results.read(tmp_path / "missing.json") is None
+    assert store.read(tmp_path / "torn.json") is None
+    assert store.read(tmp_path / "other.json") is None
+    assert store.read(tmp_path / "missing.json") is None
 
 
 def test_host_failures_validate_and_explain_themselves(tmp_path):
@@ -66,5 +67,5 @@ def test_host_failures_validate_and_explain_themselves(tmp_path):
     assert back["error"] == {"type": "X", "message": "y"}
     assert back["config"]["device"] == "cpu" and back["config"]["batch_size"] == 32
     assert back["cell"]["resources"]["threads"] == 2 and back["cell"]["id"] == \
-        results.path_for(tmp_path, p.identity, CELL).stem
+        store.path_for(tmp_path, p.identity, CELL).stem
     assert identity.of_record(back) == p.identity

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import result
-from envbench import contract, identity
 from envbench.cells import Cell
-from envbench.identity import Identity
 from envbench.resources import Resources
+from envbench.results import contract, identity
+from envbench.results.identity import Identity
 
 
 def path_for(results_dir: Path, ident: Identity, cell: Cell) -> Path:
