@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench import dataset, resources, run
+from envbench.cells import dataset, matrixrun, resources
 from envbench.engine import connection
 from envbench.errors import UserError
 from envbench.images import dockerfile
@@ -28,8 +28,8 @@ def _engine() -> docker.DockerClient | None:
         return None
 
 
-def check(opts: run.Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    m, cells = run.plan_cells(opts)
+def check(opts: matrixrun.Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    m, cells = matrixrun.plan_cells(opts)
     for cell in cells:
         print(cell.label, file=out)
     for name, target in m.targets.items():
@@ -40,7 +40,7 @@ def check(opts: run.Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
                                                 c.infra or "any cloud",
                                                 " (spot)" if c.use_spot else "",
                                                 c.autostop_minutes), file=out)
-    run.print_resources(m, cells, resources.Host.local(), out)
+    matrixrun.print_resources(m, cells, resources.Host.local(), out)
     problems: list[str] = []
     warnings: list[str] = []
     plans: dict[str, Any] = {}

@@ -137,7 +137,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace):
-    from envbench.run import Options
+    from envbench.cells.matrixrun import Options
 
     return Options(matrix_path=args.matrix, envs=args.env, targets=args.target, kind=args.kind,
                    quick=getattr(args, "quick", False), synthetic=getattr(args, "synthetic", False),
@@ -149,23 +149,23 @@ def _options(args: argparse.Namespace):
 
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "build":
-        from envbench import run
+        from envbench.cells import matrixrun
 
-        return run.build(_options(args))
+        return matrixrun.build(_options(args))
     if args.command == "bench":
-        from envbench import run
+        from envbench.cells import matrixrun
 
-        return run.bench(_options(args))
+        return matrixrun.bench(_options(args))
     if args.command == "lock":
-        from envbench import run
+        from envbench.cells import matrixrun
 
-        return run.lock(_options(args))
+        return matrixrun.lock(_options(args))
     if args.command == "check":
         from envbench import checks
 
         return checks.check(_options(args))
     if args.command == "data":
-        from envbench import dataset
+        from envbench.cells import dataset
 
         kwargs = {"url": args.url} if args.url else {}
         dataset.fetch(args.dir, **kwargs)

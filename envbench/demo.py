@@ -15,7 +15,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from envbench import dataset, report, run, setup
+from envbench import report, setup
+from envbench.cells import dataset, matrixrun
 from envbench.engine import connection
 from envbench.errors import UserError
 
@@ -76,12 +77,12 @@ def demo(reports: Path, out: TextIO = sys.stdout) -> int:
     reports.mkdir(parents=True, exist_ok=True)
     matrix_path = reports / "matrix.yaml"
     matrix_path.write_text(matrix_text(base, python_base, python, wheelhouse, data_dir is None))
-    opts = run.Options(matrix_path=matrix_path, reports_dir=reports, data_dir=data_dir,
+    opts = matrixrun.Options(matrix_path=matrix_path, reports_dir=reports, data_dir=data_dir,
                        synthetic=data_dir is None, allow_pull=False, locks=reports / "locks")
-    if run.build(opts, out) != 0:
+    if matrixrun.build(opts, out) != 0:
         raise UserError("the demo's images did not build (see above)")
     built = time.perf_counter()
-    code = run.bench(opts, out)
+    code = matrixrun.bench(opts, out)
     ran = time.perf_counter()
     written = report.render_current(matrix_path, reports, synthetic=data_dir is None,
                                     data=data_dir, locks=opts.locks)

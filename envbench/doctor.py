@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from envbench import dataset
+from envbench.cells import dataset
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
 from envbench.matrix import sources

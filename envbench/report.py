@@ -270,12 +270,12 @@ def current_results(matrix_path: Path, reports: Path, envs: list[str] | None = N
                     ) -> tuple[list[reportdata.Loaded], list[tuple[str, str]], str]:
     """The results of the current matrix's cells in REPORTS/results, the files left out with
     their reasons, and a phrase saying where they came from."""
-    from envbench import cells
+    from envbench.cells import expansion
     from envbench.images import lock as lockmod
     from envbench.matrix import models
 
     m = models.load(matrix_path)
-    chosen = cells.expand(m, envs, targets, kind, quick)
+    chosen = expansion.expand(m, envs, targets, kind, quick)
     folder = reports / "results"
     loaded, skipped = reportdata.load([folder])
     synthetic = synthetic or m.benchmark.data == "synthetic"

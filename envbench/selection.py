@@ -11,14 +11,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from envbench import cells as cellmod
-from envbench import dataset
+from envbench.cells import dataset
+from envbench.cells import expansion as cellmod
+from envbench.cells.resources import Host
 from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod
 from envbench.matrix.models import Matrix
 from envbench.reportdata import Loaded, variant_text
-from envbench.resources import Host
 from envbench.results import identity
 
 

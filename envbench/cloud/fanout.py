@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bench import result
-from envbench import cells as cellmod
-from envbench import resources
+from envbench.cells import expansion as cellmod
+from envbench.cells import resources
 from envbench.cloud import fetch
 from envbench.cloud.launcher import Launcher, ProvisionFailed, Remote
 from envbench.cloud.plan import TargetPlan
@@ -308,8 +308,8 @@ def launch(m: Matrix, matrix_path: Path, reports: Path, targets: list[str] | Non
            out: TextIO = sys.stdout) -> int:
     """`envbench cloud`: plan (as the dry run shows it), fan out, tear down, report."""
     from envbench import report
+    from envbench.cells.matrixrun import data_identity
     from envbench.cloud import plan as planmod
-    from envbench.run import data_identity
 
     workdir = planmod.checkout()
     plans = planmod.plan(m, matrix_path, workdir, reports, targets, data, synthetic, out_dir)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from envbench import cells, dataset
+from envbench.cells import dataset, expansion
 from envbench.cloud import sky as skyapi
 from envbench.cloud import tasks
 from envbench.errors import UserError
@@ -36,7 +36,7 @@ class TargetPlan:
     price: float | None
     price_source: str
     instance_type: str | None
-    cells: list[cells.Cell]
+    cells: list[expansion.Cell]
     run_s: float | None
     unknown_cells: int
     yaml_path: Path | None = None
@@ -95,7 +95,7 @@ def plan(matrix: Matrix, matrix_path: Path, workdir: Path, reports: Path,
             price, instance, source = target.price_per_hour, cloud.instance_type, "matrix"
         else:
             price, instance, source = skyapi.hourly_price(cloud)
-        todo = cells.expand(matrix, targets=[name])
+        todo = expansion.expand(matrix, targets=[name])
         run_s, unknown = 0.0, 0
         for cell in todo:
             known = earlier.get((cell.environment, name))

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import result
-from envbench.cells import Cell
-from envbench.resources import Resources
+from envbench.cells.expansion import Cell
+from envbench.cells.resources import Resources
 from envbench.results import contract, identity
 from envbench.results.identity import Identity
 

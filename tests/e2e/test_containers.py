@@ -14,8 +14,8 @@ import pytest
 from conftest import E2E_MATRIX, ROOT, envbench
 
 from bench.fingerprint import bench_sha256
-from envbench import cells, run, runner
-from envbench.cells import Cell
+from envbench.cells import containerrun, expansion, matrixrun
+from envbench.cells.expansion import Cell
 from envbench.engine import gpu, sandbox
 from envbench.matrix import models
 from envbench.matrix.models import Settings, Target
@@ -147,10 +147,11 @@ def _cell(target: str = "cpu") -> Cell:
 
 def _run_cell(client, target: Target, image, folder: Path) -> dict:
     """One cell through the runner, as the kit's bench command would run it."""
-    p = cells.prepare(_cell("gpu" if target.device == "cuda" else "cpu"), target, 2,
+    p = expansion.prepare(_cell("gpu" if target.device == "cuda" else "cpu"), target, 2,
                       {"source": "synthetic", "sha256": None}, image.id)
-    return runner.run_cell(client, p.command(), p.config, target, p.resources, image,
-                           runner.Mounts(folder, folder, None), folder / ("%s.json" % p.file_stem))
+    return containerrun.run_cell(client, p.command(), p.config, target, p.resources, image,
+                                 containerrun.Mounts(folder, folder, None),
+                                 folder / ("%s.json" % p.file_stem))
 
 
 def _image(client, first_run, env_name: str):
@@ -193,10 +194,10 @@ def test_a_running_cell_is_locked_down_and_limited(client, first_run, tmp_path):
     """Read back, from inside a cell's container, what the kit asked the engine for."""
     image = _image(client, first_run, "torch2.13-cpu")
     target = Target(device="cpu", cpus=1, label="CPU", price_per_hour=0)
-    mounts = runner.Mounts(tmp_path, tmp_path, None)
-    host = run.engine_host(client)
-    p = cells.prepare(_cell(), target, host, {"source": "synthetic", "sha256": None}, image.id)
-    options = runner.container_options(p.command(), p.resources, image, mounts, p.file_stem)
+    mounts = containerrun.Mounts(tmp_path, tmp_path, None)
+    host = matrixrun.engine_host(client)
+    p = expansion.prepare(_cell(), target, host, {"source": "synthetic", "sha256": None}, image.id)
+    options = containerrun.container_options(p.command(), p.resources, image, mounts, p.file_stem)
     seen = _read_back(client, image, options)
     out, lines = seen["text"], seen["lines"]
     assert lines[0] == "lo" and "eth0" not in out, out  # no network

@@ -5,7 +5,7 @@ import pytest
 from test_matrix import GOOD
 
 from bench import result
-from envbench import cells
+from envbench.cells import expansion
 from envbench.errors import UserError
 from envbench.matrix import models
 
@@ -18,10 +18,10 @@ def m() -> models.Matrix:
 
 
 def test_cells_are_envs_times_compatible_targets_times_sweep_times_repeats(m):
-    all_cells = cells.expand(m)
+    all_cells = expansion.expand(m)
     # a: cpu only; g: gpu + cpu -> 3 pairs x 4 sweep points x 3 repeats
     assert len(all_cells) == 3 * 4 * 3 == m.cell_count()
-    stems = {cells.prepare(c, m.targets[c.target], 2, SYNTHETIC, "sha256:x").file_stem
+    stems = {expansion.prepare(c, m.targets[c.target], 2, SYNTHETIC, "sha256:x").file_stem
              for c in all_cells}
     assert len(stems) == len(all_cells)
     assert {c.target for c in all_cells if c.environment == "a"} == {"cpu"}
@@ -30,19 +30,19 @@ def test_cells_are_envs_times_compatible_targets_times_sweep_times_repeats(m):
 
 
 def test_filters_and_quick(m):
-    assert {c.target for c in cells.expand(m, kind="cuda")} == {"gpu"}
-    only = cells.expand(m, envs=["g"], targets=["cpu"])
+    assert {c.target for c in expansion.expand(m, kind="cuda")} == {"gpu"}
+    only = expansion.expand(m, envs=["g"], targets=["cpu"])
     assert {(c.environment, c.target) for c in only} == {("g", "cpu")}
-    quick = cells.expand(m, quick=True)
+    quick = expansion.expand(m, quick=True)
     assert len(quick) == 3 * 4 and all(c.settings["epochs"] == 1 and c.quick for c in quick)
     with pytest.raises(UserError, match="unknown environment nope"):
-        cells.expand(m, envs=["nope"])
+        expansion.expand(m, envs=["nope"])
 
 
 def test_bench_args_carry_the_cell_settings_and_the_planned_threads(m):
-    cell = next(c for c in cells.expand(m) if c.variant == {"batch_size": 32, "amp": "bf16"}
+    cell = next(c for c in expansion.expand(m) if c.variant == {"batch_size": 32, "amp": "bf16"}
                 and c.target == "gpu")
-    p = cells.prepare(cell, m.targets["gpu"], 4, {"source": "cifar10", "sha256": "a" * 64},
+    p = expansion.prepare(cell, m.targets["gpu"], 4, {"source": "cifar10", "sha256": "a" * 64},
                       "sha256:x")
     args = p.command()
     assert args[:2] == ["--device", "cuda"]
@@ -51,8 +51,8 @@ def test_bench_args_carry_the_cell_settings_and_the_planned_threads(m):
     assert args[args.index("--data") + 1] == "/data"
     assert args[args.index("--threads") + 1] == "4"  # the host's cores: the target sets none
     assert args[-2:] == ["--out", "/results/%s.json" % p.file_stem]
-    cpu_cell = next(c for c in cells.expand(m) if c.target == "cpu")
-    synthetic = cells.prepare(cpu_cell, m.targets["cpu"], 32, SYNTHETIC, "sha256:x")
+    cpu_cell = next(c for c in expansion.expand(m) if c.target == "cpu")
+    synthetic = expansion.prepare(cpu_cell, m.targets["cpu"], 32, SYNTHETIC, "sha256:x")
     assert "--synthetic" in synthetic.args
     assert synthetic.args[synthetic.args.index("--threads") + 1] == "8"  # cpus: 8
 
@@ -60,8 +60,8 @@ def test_bench_args_carry_the_cell_settings_and_the_planned_threads(m):
 def test_the_host_knows_the_config_bench_will_record(m):
     """bench's own parser turns the command line into the config section: every required
     key is there, with the values the cell asked for."""
-    cell = cells.expand(m)[0]
-    p = cells.prepare(cell, m.targets[cell.target], 2, SYNTHETIC, None)
+    cell = expansion.expand(m)[0]
+    p = expansion.prepare(cell, m.targets[cell.target], 2, SYNTHETIC, None)
     assert set(result.REQUIRED["config"]) <= set(p.config)
     assert p.config["batch_size"] == cell.settings["batch_size"]
     assert p.config["threads"] == p.resources.threads == 2

@@ -167,14 +167,14 @@ def test_earlier_results_give_the_time_and_cost_estimate(sky_home, tmp_path):
 
 
 def test_local_runs_leave_cloud_targets_to_their_vms_and_check_lists_them(tmp_path):
-    from envbench import run
+    from envbench.cells import matrixrun
 
     path = tmp_path / "matrix.yaml"
     path.write_text(three())
-    _, everything = run.plan_cells(run.Options(matrix_path=path))
+    _, everything = matrixrun.plan_cells(matrixrun.Options(matrix_path=path))
     assert {c.target for c in everything} == {"gpu", "cpu"}
     # On the VM the kit names its target: then it runs there.
-    _, on_vm = run.plan_cells(run.Options(matrix_path=path, targets=["l4"]))
+    _, on_vm = matrixrun.plan_cells(matrixrun.Options(matrix_path=path, targets=["l4"]))
     assert {c.target for c in on_vm} == {"l4"}
     proc = subprocess.run([sys.executable, "-m", "envbench", "check", "--matrix", str(path),
                            "--synthetic"], cwd=ROOT, stdout=subprocess.PIPE,

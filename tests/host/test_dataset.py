@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cifar_fixture import write_cifar  # noqa: E402
 
 from bench import data  # noqa: E402
-from envbench import dataset  # noqa: E402
+from envbench.cells import dataset  # noqa: E402
 from envbench.errors import UserError  # noqa: E402
 
 

@@ -3,26 +3,26 @@ from __future__ import annotations
 
 from test_matrix import GOOD
 
-from envbench import cells
+from envbench.cells import expansion
 from envbench.matrix import models
 from envbench.matrix.models import Target
 from envbench.results import identity
 
 M = models.parse(GOOD)
-CELL = next(c for c in cells.expand(M) if c.environment == "a" and c.repeat == 0)
+CELL = next(c for c in expansion.expand(M) if c.environment == "a" and c.repeat == 0)
 DATA = {"source": "cifar10", "sha256": "a" * 64}
 
 
 def ident(cell=CELL, target=None, host=2, data=DATA, image="sha256:1"):
-    return cells.prepare(cell, target or M.targets["cpu"], host, data, image).identity
+    return expansion.prepare(cell, target or M.targets["cpu"], host, data, image).identity
 
 
 def test_each_part_of_a_measurement_changes_the_identity():
     base = ident()
     assert ident() == base and ident().digest == base.digest
-    quick = next(c for c in cells.expand(M, quick=True) if c.environment == "a"
+    quick = next(c for c in expansion.expand(M, quick=True) if c.environment == "a"
                  and c.variant == CELL.variant)
-    other_settings = next(c for c in cells.expand(M) if c.environment == "a"
+    other_settings = next(c for c in expansion.expand(M) if c.environment == "a"
                           and c.variant != CELL.variant and c.repeat == 0)
     changed = {
         "image": ident(image="sha256:2"),
@@ -39,7 +39,7 @@ def test_each_part_of_a_measurement_changes_the_identity():
 
 
 def test_repeats_share_a_group_but_not_a_file():
-    second = next(c for c in cells.expand(M) if c.environment == "a" and c.repeat == 1
+    second = next(c for c in expansion.expand(M) if c.environment == "a" and c.repeat == 1
                   and c.variant == CELL.variant)
     one, two = ident(), ident(cell=second)
     assert one != two and one.group == two.group
@@ -47,7 +47,7 @@ def test_repeats_share_a_group_but_not_a_file():
 
 
 def test_file_names_are_readable_safe_and_marked():
-    quick = next(c for c in cells.expand(M, quick=True) if c.environment == "a")
+    quick = next(c for c in expansion.expand(M, quick=True) if c.environment == "a")
     stem = ident(cell=quick, data={"source": "synthetic"}).file_stem(quick.variant)
     readable, digest = stem.rsplit("__", 1)
     assert readable.startswith("a__cpu__") and "__quick__synthetic__r0" in readable

@@ -129,11 +129,11 @@ def test_the_techniques_sweep_and_yaml_on_off_are_words():
     m = models.parse(text)
     assert m.benchmark.sweep["pin_memory"] == ("on", "off")  # YAML's bare on/off are words
     assert m.benchmark.nproc == 2
-    from envbench import cells
+    from envbench.cells import expansion
 
     by_mode = {}
-    for cell in cells.expand(m, envs=["a"]):
-        p = cells.prepare(cell, m.targets["cpu"], 8, {"source": "synthetic", "sha256": None},
+    for cell in expansion.expand(m, envs=["a"]):
+        p = expansion.prepare(cell, m.targets["cpu"], 8, {"source": "synthetic", "sha256": None},
                           "sha256:x")
         by_mode.setdefault(cell.variant["parallel"], set()).add(p.config["nproc"])
     # nproc goes to the ddp cells only: the none cells of the same sweep stay runnable.

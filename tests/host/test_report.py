@@ -246,7 +246,7 @@ def _selection_run(tmp_path):
     """Results as the runner stores them for a small matrix, plus files that do not belong."""
     from test_lock import make_wheel
 
-    from envbench import cells
+    from envbench.cells import expansion
     from envbench.images import dockerfile, lock
     from envbench.matrix import models
     from envbench.results import store as results
@@ -264,7 +264,7 @@ def _selection_run(tmp_path):
     written = {}
 
     def store(cell, image_id, image_tag, seconds, when):
-        p = cells.prepare(cell, m.targets["cpu"], 2, data, image_id)
+        p = expansion.prepare(cell, m.targets["cpu"], 2, data, image_id)
         import random
 
         record = make_record("a", "cpu", 32, 0, random.Random(1))
@@ -278,14 +278,14 @@ def _selection_run(tmp_path):
         results.write(path, record)
         return path
 
-    full = cells.expand(m)
+    full = expansion.expand(m)
     for cell in full:
         written[("current", cell.settings["batch_size"])] = store(cell, "sha256:new", tag, 10.0,
                                                                    "2026-12-02T10:00:00+00:00")
     written["old image"] = store(full[0], "sha256:old", "envbench/a:0000", 99.0,
                                  "2026-11-01T10:00:00+00:00")
     written["rebuilt"] = store(full[1], "sha256:rebuilt", tag, 12.0, "2026-12-02T11:00:00+00:00")
-    written["quick"] = store(cells.expand(m, quick=True)[0], "sha256:new", tag, 1.0,
+    written["quick"] = store(expansion.expand(m, quick=True)[0], "sha256:new", tag, 1.0,
                              "2026-12-02T12:00:00+00:00")
     import random
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from envbench import cells, resources
+from envbench.cells import expansion, resources
 from envbench.matrix import models
 from envbench.matrix.models import Target
 
@@ -17,10 +17,10 @@ def test_every_default_cpu_cell_runs_one_thread_per_host_core(host, expected):
     """The default matrix's CPU target names no cpus: its cells use the whole host, with as
     many torch threads as it has cores (not torch's default, not one)."""
     m = models.load(ROOT / "matrix.yaml")
-    cpu_cells = [c for c in cells.expand(m) if m.targets[c.target].device == "cpu"]
+    cpu_cells = [c for c in expansion.expand(m) if m.targets[c.target].device == "cpu"]
     assert cpu_cells
     for cell in cpu_cells:
-        p = cells.prepare(cell, m.targets[cell.target], host, {"source": "synthetic"}, None)
+        p = expansion.prepare(cell, m.targets[cell.target], host, {"source": "synthetic"}, None)
         assert (p.resources.threads, p.resources.threads_from) == (expected, "host")
         assert p.args[p.args.index("--threads") + 1] == str(expected)
         assert p.resources.cpus is None and p.resources.cpuset is None

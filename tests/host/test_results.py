@@ -3,18 +3,18 @@ from __future__ import annotations
 
 from test_matrix import GOOD
 
-from envbench import cells
+from envbench.cells import expansion
 from envbench.matrix import models
 from envbench.results import contract, identity, store
 
 M = models.parse(GOOD)
-CELL = next(c for c in cells.expand(M) if c.environment == "a")
+CELL = next(c for c in expansion.expand(M) if c.environment == "a")
 DATA = {"source": "synthetic", "sha256": None}
 
 
 def stored(tmp_path, image_id="sha256:abc", status="ok", host_cpus=2):
     """A record as the runner stores it for CELL, read back from disk."""
-    p = cells.prepare(CELL, M.targets["cpu"], host_cpus, DATA, image_id)
+    p = expansion.prepare(CELL, M.targets["cpu"], host_cpus, DATA, image_id)
     record = store.host_failure(p.config, "X", "y")
     if status == "ok":
         record.update(status="ok", error=None,
@@ -39,13 +39,13 @@ def test_a_result_is_current_only_for_the_same_measurement(tmp_path):
     p, record = stored(tmp_path)
     assert contract.problems(record) == []
     assert store.is_current(record, p.identity)
-    other_image = cells.prepare(CELL, M.targets["cpu"], 2, DATA, "sha256:other").identity
+    other_image = expansion.prepare(CELL, M.targets["cpu"], 2, DATA, "sha256:other").identity
     assert not store.is_current(record, other_image)
-    real_data = cells.prepare(CELL, M.targets["cpu"], 2, {"source": "cifar10", "sha256": "a" * 64},
-                              "sha256:abc").identity
+    real_data = expansion.prepare(CELL, M.targets["cpu"], 2,
+                                  {"source": "cifar10", "sha256": "a" * 64}, "sha256:abc").identity
     assert not store.is_current(record, real_data)
     # The same target on a bigger host gets more threads: another measurement.
-    bigger = cells.prepare(CELL, M.targets["cpu"], 32, DATA, "sha256:abc").identity
+    bigger = expansion.prepare(CELL, M.targets["cpu"], 32, DATA, "sha256:abc").identity
     assert not store.is_current(record, bigger)
     _, failed = stored(tmp_path / "f", status="failed")
     assert not store.is_current(failed, p.identity)

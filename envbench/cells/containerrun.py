@@ -11,11 +11,11 @@ import docker
 import requests
 
 from bench.result import write_text_atomic
+from envbench.cells.resources import Resources, container_limits
 from envbench.engine import connection, gpu
 from envbench.engine.connection import ENGINE_ERRORS, explain
 from envbench.engine.sandbox import locked_down
 from envbench.matrix.models import Target
-from envbench.resources import Resources, container_limits
 from envbench.results import store
 from envbench.users import own
 

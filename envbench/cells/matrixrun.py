@@ -11,14 +11,15 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench import cells as cellmod
-from envbench import dataset, doctor, resources, runner, users
+from envbench import doctor, users
+from envbench.cells import containerrun, dataset, resources
+from envbench.cells import expansion as cellmod
+from envbench.cells.progress import MatrixProgress
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod
 from envbench.matrix import models
-from envbench.progress import MatrixProgress
 from envbench.results import store
 
 
@@ -177,7 +178,7 @@ class _Session:
     client: docker.DockerClient
     matrix: models.Matrix
     opts: Options
-    mounts: runner.Mounts
+    mounts: containerrun.Mounts
     data: dict[str, Any]
     host: resources.Host
     built: dict[str, Any]
@@ -219,8 +220,8 @@ class _Session:
             self._store(p, record, image_info)
             return record, "failed: " + problem
         started = time.perf_counter()
-        record = runner.run_cell(self.client, p.command(), p.config, target, p.resources, image,
-                                 self.mounts, path, self.on_line)
+        record = containerrun.run_cell(self.client, p.command(), p.config, target,
+                                       p.resources, image, self.mounts, path, self.on_line)
         record["host_s"] = round(time.perf_counter() - started, 3)
         if record.get("run_s") is not None:
             self.overheads.append(record["host_s"] - record["run_s"])
@@ -252,7 +253,7 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     started = time.perf_counter()
     m, cells = plan_cells(opts)
     data_dir = _data_dir(opts, m)
-    mounts = runner.Mounts(opts.results_dir, opts.log_dir, data_dir)
+    mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir)
     client = connection.connect()
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
     host = engine_host(client)

@@ -5,10 +5,10 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbench import resources
+from envbench.cells import resources
+from envbench.cells.resources import Resources
 from envbench.errors import UserError
 from envbench.matrix.models import Matrix, Settings, Target
-from envbench.resources import Resources
 from envbench.results import identity
 from envbench.results.identity import Identity
 

@@ -1,0 +1,9 @@
+"""Cells in containers: the matrix expanded into cells, each run in a locked-down container.
+
+expansion.py     environments x targets x sweep x repeats; each cell's bench options and identity
+resources.py     what a cell may use: CPU quota, cores, threads, memory, GPUs
+dataset.py       CIFAR-10 on the host: downloaded once, md5-checked, unpacked
+containerrun.py  one cell in one container
+matrixrun.py     every selected cell: images built first, resume, the summary
+progress.py      cells done, time left, each running cell's epochs
+"""
