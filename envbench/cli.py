@@ -183,7 +183,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return plan.dry_run(models.load(args.matrix), args.matrix, args.reports, args.target,
                             args.data, args.synthetic, args.out)
     if args.command == "compare":
-        from envbench import compare
+        from envbench.report import compare
 
         return compare.main(args)
     if args.command == "doctor":
@@ -206,9 +206,9 @@ def dispatch(args: argparse.Namespace) -> int:
                             % sys.executable)
         baseimage.ensure(connection.connect(), as_root=as_root)
         return 0
-    from envbench import report
+    from envbench.report import pages
 
-    return report.main(args)
+    return pages.main(args)
 
 
 def main(argv: list[str] | None = None) -> int:

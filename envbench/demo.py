@@ -15,10 +15,11 @@ from typing import Any, TextIO
 
 import yaml
 
-from envbench import report, setup
+from envbench import setup
 from envbench.cells import dataset, matrixrun
 from envbench.engine import connection
 from envbench.errors import UserError
+from envbench.report import pages
 
 # The pip stack's torch: a CPU build the host's pip can fetch (PyTorch's CPU index first).
 TORCH = "2.13.0"
@@ -84,7 +85,7 @@ def demo(reports: Path, out: TextIO = sys.stdout) -> int:
     built = time.perf_counter()
     code = matrixrun.bench(opts, out)
     ran = time.perf_counter()
-    written = report.render_current(matrix_path, reports, synthetic=data_dir is None,
+    written = pages.render_current(matrix_path, reports, synthetic=data_dir is None,
                                     data=data_dir, locks=opts.locks)
     print("\ndemo: set-up (engine, base, wheels, data) %.0f s, image builds %.0f s, cells %.0f s,"
           " report %.0f s; %.0f s in all" % (ready - started, built - ready, ran - built,

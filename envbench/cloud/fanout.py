@@ -307,9 +307,9 @@ def launch(m: Matrix, matrix_path: Path, reports: Path, targets: list[str] | Non
            data: Path | None, synthetic: bool, out_dir: Path | None, launcher_name: str,
            out: TextIO = sys.stdout) -> int:
     """`envbench cloud`: plan (as the dry run shows it), fan out, tear down, report."""
-    from envbench import report
     from envbench.cells.matrixrun import data_identity
     from envbench.cloud import plan as planmod
+    from envbench.report import pages
 
     workdir = planmod.checkout()
     plans = planmod.plan(m, matrix_path, workdir, reports, targets, data, synthetic, out_dir)
@@ -338,7 +338,7 @@ def launch(m: Matrix, matrix_path: Path, reports: Path, targets: list[str] | Non
         print("; ".join(part for part in ("%s on %s: %s" % (o.target, o.cluster, o.state),
                                           o.message, cost) if part), file=out)
     if files and code != 130:
-        written = report.render(files, reports, cloud_runs=runs_of(reports))
+        written = pages.render(files, reports, cloud_runs=runs_of(reports))
         print("report of %d results from %d cluster%s: %s"
               % (len(files), len(fan.outcomes), "" if len(fan.outcomes) == 1 else "s",
                  written["html"]), file=out)

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from report_fixture import make_record
 
 from bench import result
-from envbench import cli, report
+from envbench import cli
+from envbench.report import pages
 from envbench.results import contract, identity
 
 SCHEMA_1_FILE = Path(__file__).resolve().parent / "data" / "result-schema1.json"
@@ -290,6 +291,6 @@ def test_a_non_finite_loss_is_written_as_null():
 
 
 def test_the_report_renders_a_schema_1_file(tmp_path):
-    written = report.render([SCHEMA_1_FILE], tmp_path)
+    written = pages.render([SCHEMA_1_FILE], tmp_path)
     page = written["html"].read_text()
     assert "torch2.13-cpu" in page and "AMD EPYC · 2 threads" in page

@@ -16,7 +16,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from bench.result import PHASES
-from envbench.reportdata import Group, Speedup, variant_text
+from envbench.report.grouping import Group, Speedup, variant_text
 
 COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac"]

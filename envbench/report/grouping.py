@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import result
-from envbench import hardware, stats
+from envbench import stats
+from envbench.report import hardware
 from envbench.results import contract, identity
 from envbench.results.identity import Identity
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbench import reference, reportdata
-from envbench.reportdata import Group, Speedup, variant_text
+from envbench.report import grouping, reference
+from envbench.report.grouping import Group, Speedup, variant_text
 
 
 def verdict(s: Speedup | None) -> str:
@@ -71,7 +71,7 @@ def tables(groups: list[Group], baseline: str | None) -> list[Table]:
         bases = {}
         for g in members:
             if g.environment == baseline:
-                bases.setdefault(reportdata.signature(g, across_environments=True), g)
+                bases.setdefault(grouping.signature(g, across_environments=True), g)
         table = Table(variant, marks, [(t, titles[t]) for t in targets])
         environments = sorted({g.environment for g in members},
                               key=lambda name: (name != baseline, name))
@@ -80,9 +80,9 @@ def tables(groups: list[Group], baseline: str | None) -> list[Table]:
             for g in members:
                 if g.environment != name:
                     continue
-                base = bases.get(reportdata.signature(g, across_environments=True))
+                base = bases.get(grouping.signature(g, across_environments=True))
                 is_base = base is g
-                versus = reportdata.speedup(g, base) if base is not None and not is_base \
+                versus = grouping.speedup(g, base) if base is not None and not is_base \
                     else None
                 row.setdefault(g.target, Entry(g, versus, is_base))
             table.rows.append((name, row))
@@ -124,7 +124,7 @@ def _where(g: Group) -> str:
 
 
 def _money(value: float) -> str:
-    return reportdata.money(value)
+    return grouping.money(value)
 
 
 def ladder(groups: list[Group]) -> list[dict[str, Any]]:
@@ -133,22 +133,22 @@ def ladder(groups: list[Group]) -> list[dict[str, Any]]:
     one before and against the start."""
     rows: list[dict[str, Any]] = []
     by_signature: dict[str, list[Group]] = {}
-    for option in reportdata.EFFECT_BASELINES:
+    for option in grouping.EFFECT_BASELINES:
         for g in groups:
-            by_signature.setdefault(option + reportdata.signature(g, (option,)), []).append(g)
+            by_signature.setdefault(option + grouping.signature(g, (option,)), []).append(g)
     for start in groups:
-        swept = [o for o in start.variant if o in reportdata.EFFECT_BASELINES]
+        swept = [o for o in start.variant if o in grouping.EFFECT_BASELINES]
         config = start.records[0]["config"]
         if not swept or start.epoch_s is None or any(
-                config.get(o) != reportdata.EFFECT_BASELINES[o] for o in swept):
+                config.get(o) != grouping.EFFECT_BASELINES[o] for o in swept):
             continue
         current = start
         steps = []
         for option in swept:
-            key = option + reportdata.signature(current, (option,))
+            key = option + grouping.signature(current, (option,))
             candidates = [g for g in by_signature.get(key, []) if g.epoch_s is not None
                           and g.records[0]["config"].get(option)
-                          != reportdata.EFFECT_BASELINES[option]]
+                          != grouping.EFFECT_BASELINES[option]]
             if not candidates:
                 continue
             step = min(candidates, key=lambda g: g.epoch_s)

@@ -18,7 +18,7 @@ from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod
 from envbench.matrix.models import Matrix
-from envbench.reportdata import Loaded, variant_text
+from envbench.report.grouping import Loaded, variant_text
 from envbench.results import identity
 
 

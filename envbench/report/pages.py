@@ -12,9 +12,10 @@ from typing import Any
 import jinja2
 
 from bench import result
-from envbench import charts, hardware, headtohead, reference, reportdata, scaling, selection, stats
+from envbench import stats
 from envbench.errors import UserError
-from envbench.reportdata import Group, variant_text
+from envbench.report import charts, grouping, hardware, headtohead, reference, scaling, selection
+from envbench.report.grouping import Group, variant_text
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DASH = "—"
@@ -35,7 +36,7 @@ def human_bytes(value: int | None) -> str:
     return "%d B" % value
 
 
-money = reportdata.money
+money = grouping.money
 
 
 def jinja_env() -> jinja2.Environment:
@@ -52,7 +53,7 @@ def jinja_env() -> jinja2.Environment:
 def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
                   baseline: str | None, goal: float | None,
                   baseline_env: str | None = None) -> dict[str, Any]:
-    groups = reportdata.group(records)
+    groups = grouping.group(records)
     base_env = headtohead.baseline_environment(groups, baseline_env)
     if baseline_env is not None and base_env is None:
         raise UserError("--baseline-env %s: no results for that environment (have: %s)"
@@ -60,7 +61,7 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
     formats = {"s": _na("%.2f s"), "x": _na("%.2f×"),
                "share": lambda v: DASH if v is None else "%.1f%%" % (100 * v),
                "bytes": human_bytes}
-    base = reportdata.choose_baseline(groups, baseline)
+    base = grouping.choose_baseline(groups, baseline)
     if baseline is not None and base is None:
         raise UserError("--baseline %s: no results for that target (have: %s)"
                         % (baseline, ", ".join(sorted({g.target for g in groups}))))
@@ -68,10 +69,10 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
         goals = [r["cell"].get("target_accuracy") for r in records
                  if r["cell"].get("target_accuracy") is not None]
         goal = goals[0] if goals else None
-    speedups = reportdata.speedups(groups, base)
-    effects = reportdata.effects(groups)
+    speedups = grouping.speedups(groups, base)
+    effects = grouping.effects(groups)
     environments = sorted({g.environment for g in groups})
-    sizes = reportdata.batch_sizes(groups)
+    sizes = grouping.batch_sizes(groups)
     # (environment, target title, the variant's other keys, {batch size: Speedup})
     batch_rows: dict[tuple[str, str, str], dict[int, Any]] = {}
     for g in groups:
@@ -82,7 +83,7 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
                                          rest + (" (%s)" % marks if marks else "")), {})
             row[g.batch_size] = speedups[g.key]
     batch_table = [(env, label, rest, row) for (env, label, rest), row in batch_rows.items()]
-    columns, rows, values, differ = reportdata.fingerprints(groups)
+    columns, rows, values, differ = grouping.fingerprints(groups)
     failures = [(g, r) for g in groups for r in g.failed]
     scaling_rows = scaling.rows(groups)
     repeats = sorted({len(g.records) for g in groups})
@@ -101,12 +102,12 @@ def build_context(records: list[dict[str, Any]], skipped: list[tuple[str, str]],
         "speedups": speedups, "effects": effects, "batch_sizes": sizes,
         "batch_table": batch_table, "goal": goal, "skipped": skipped,
         "fp_columns": columns, "fp_rows": rows, "fp_values": values, "fp_differ": differ,
-        "repro": reportdata.reproducibility(groups), "failures": failures,
+        "repro": grouping.reproducibility(groups), "failures": failures,
         "reference": reference.compare(groups, formats),
         "reference_hardware": reference.HARDWARE, "reference_stack": reference.STACK,
         "total": len(records), "ok_count": sum(1 for r in records if r["status"] == "ok"),
         "synthetic_only": all(r["config"]["synthetic"] for r in records),
-        "repeats": repeats, "noisy_cv": reportdata.NOISY_CV,
+        "repeats": repeats, "noisy_cv": grouping.NOISY_CV,
         "charts": {
             "epoch_times": charts.epoch_times(groups),
             "phases": charts.phase_breakdown(groups),
@@ -218,12 +219,12 @@ def render(paths: list[Path], out: Path, baseline: str | None = None,
            goal: float | None = None, baseline_env: str | None = None,
            cloud_runs: list[dict[str, Any]] | None = None) -> dict[str, Path]:
     """Report every valid result in ``paths`` (files or folders), naming the files left out."""
-    loaded, skipped = reportdata.load(paths)
+    loaded, skipped = grouping.load(paths)
     return render_loaded(loaded, skipped, out, baseline, goal, where=", ".join(map(str, paths)),
                          baseline_env=baseline_env, cloud_runs=cloud_runs)
 
 
-def render_loaded(loaded: list[reportdata.Loaded], skipped: list[tuple[str, str]], out: Path,
+def render_loaded(loaded: list[grouping.Loaded], skipped: list[tuple[str, str]], out: Path,
                   baseline: str | None = None, goal: float | None = None,
                   where: str = "the results", baseline_env: str | None = None,
                   cloud_runs: list[dict[str, Any]] | None = None) -> dict[str, Path]:
@@ -249,8 +250,8 @@ def render_loaded(loaded: list[reportdata.Loaded], skipped: list[tuple[str, str]
     return written
 
 
-def _filter(loaded: list[reportdata.Loaded],
-            args: argparse.Namespace) -> list[reportdata.Loaded]:
+def _filter(loaded: list[grouping.Loaded],
+            args: argparse.Namespace) -> list[grouping.Loaded]:
     """--env, --target and --kind for result folders given by path."""
     def keep(record: dict[str, Any]) -> bool:
         cell = record["cell"]
@@ -267,7 +268,7 @@ def current_results(matrix_path: Path, reports: Path, envs: list[str] | None = N
                     targets: list[str] | None = None, kind: str | None = None,
                     quick: bool = False, synthetic: bool = False, data: Path | None = None,
                     locks: Path | None = None
-                    ) -> tuple[list[reportdata.Loaded], list[tuple[str, str]], str]:
+                    ) -> tuple[list[grouping.Loaded], list[tuple[str, str]], str]:
     """The results of the current matrix's cells in REPORTS/results, the files left out with
     their reasons, and a phrase saying where they came from."""
     from envbench.cells import expansion
@@ -277,7 +278,7 @@ def current_results(matrix_path: Path, reports: Path, envs: list[str] | None = N
     m = models.load(matrix_path)
     chosen = expansion.expand(m, envs, targets, kind, quick)
     folder = reports / "results"
-    loaded, skipped = reportdata.load([folder])
+    loaded, skipped = grouping.load([folder])
     synthetic = synthetic or m.benchmark.data == "synthetic"
     loaded, left_out = selection.current(loaded, m, chosen, synthetic, data,
                                          matrix_path.resolve().parent, quick,
@@ -296,7 +297,7 @@ def main(args: argparse.Namespace) -> int:
     out = args.out or args.reports
     if args.results:
         # Folders named on the command line: report what they hold, nothing else.
-        loaded, skipped = reportdata.load(args.results)
+        loaded, skipped = grouping.load(args.results)
         loaded = _filter(loaded, args)
         where = ", ".join(map(str, args.results))
     else:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import result
-from envbench import report, reportdata, stats
+from envbench import stats
 from envbench.errors import UserError
-from envbench.reportdata import Group, variant_text
+from envbench.report import grouping, pages
+from envbench.report.grouping import Group, variant_text
 
 FINGERPRINT = (("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"), ("driver", "driver"),
                ("lock", "lock_sha256"), ("image", "id"))
@@ -54,8 +55,8 @@ def _fingerprint(g: Group) -> dict[str, Any]:
 
 def compare(old: list[dict[str, Any]], new: list[dict[str, Any]],
             threshold: float = 0.05) -> list[Change]:
-    before = {_key(g): g for g in reportdata.group(old)}
-    after = {_key(g): g for g in reportdata.group(new)}
+    before = {_key(g): g for g in grouping.group(old)}
+    after = {_key(g): g for g in grouping.group(new)}
     changes = []
     for key in sorted(set(before) | set(after)):
         o, n = before.get(key), after.get(key)
@@ -95,18 +96,18 @@ def render(changes: list[Change], old: str, new: str, threshold: float, out: Pat
                "improvements": sum(c.flag == "improvement" for c in changes)}
     out.mkdir(parents=True, exist_ok=True)
     written = {"html": out / "compare.html", "md": out / "compare.md"}
-    env = report.jinja_env()
+    env = pages.jinja_env()
     result.write_text_atomic(written["html"], env.get_template("compare.html.j2").render(**context))
-    md_env = report.jinja_env()
+    md_env = pages.jinja_env()
     md_env.autoescape = False
-    md_env.finalize = report.markdown_safe
+    md_env.finalize = pages.markdown_safe
     result.write_text_atomic(written["md"], md_env.get_template("compare.md.j2").render(**context))
     return written
 
 
 def main(args: argparse.Namespace) -> int:
-    old, skipped_old = reportdata.load([args.old])
-    new, skipped_new = reportdata.load([args.new])
+    old, skipped_old = grouping.load([args.old])
+    new, skipped_new = grouping.load([args.new])
     for what, path, loaded, skipped in (("OLD", args.old, old, skipped_old),
                                         ("NEW", args.new, new, skipped_new)):
         if not loaded:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from envbench import reportdata
-from envbench.reportdata import Group, Speedup, variant_text
+from envbench.report import grouping
+from envbench.report.grouping import Group, Speedup, variant_text
 
 # The write-up's DDP figure: two GPUs train 1.7-1.9x as fast as one, flattening past four.
 WRITE_UP_TWO_GPUS = (1.7, 1.9)
@@ -59,21 +59,21 @@ def rows(groups: list[Group]) -> list[ScalingRow]:
     singles: dict[str, list[Group]] = {}
     for g in groups:
         if g.epoch_s is not None and int(parallel_of(g).get("world_size") or 1) == 1:
-            singles.setdefault(reportdata.signature(g, SCALING_OPTIONS), []).append(g)
+            singles.setdefault(grouping.signature(g, SCALING_OPTIONS), []).append(g)
     out = []
     for g in groups:
         par = parallel_of(g)
         mode = par.get("mode") or "none"
         if mode == "none" or g.epoch_s is None:
             continue
-        candidates = [s for s in singles.get(reportdata.signature(g, SCALING_OPTIONS), [])
+        candidates = [s for s in singles.get(grouping.signature(g, SCALING_OPTIONS), [])
                       if s is not g]
         if not candidates:
             continue
         # One device means the plain loop where it ran; else the same mode with one rank.
         one = min(candidates, key=lambda s: (parallel_of(s).get("mode") != "none",
                                              parallel_of(s).get("mode") != mode))
-        speedup = reportdata.speedup(g, one)
+        speedup = grouping.speedup(g, one)
         if speedup is not None:
             out.append(ScalingRow(g, one, mode, int(par.get("world_size") or 1), speedup))
     return sorted(out, key=lambda r: (r.group.environment, r.group.target, r.rest, r.mode,
