@@ -1,5 +1,5 @@
 import sys
 
-from envbench.cli import main
+from envbench.commands.cli import main
 
 sys.exit(main())

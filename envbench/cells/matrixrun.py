@@ -11,10 +11,11 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench import doctor, users
+from envbench import users
 from envbench.cells import containerrun, dataset, resources
 from envbench.cells import expansion as cellmod
 from envbench.cells.progress import MatrixProgress
+from envbench.commands import doctor
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
 from envbench.images import dockerfile

@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from envbench import doctor
+from envbench.commands import doctor
 from envbench.engine import gpu
 from envbench.matrix import models
 

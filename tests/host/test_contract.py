@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from report_fixture import make_record
 
 from bench import result
-from envbench import cli
+from envbench.commands import cli
 from envbench.report import pages
 from envbench.results import contract, identity
 

@@ -161,9 +161,9 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return matrixrun.lock(_options(args))
     if args.command == "check":
-        from envbench import checks
+        from envbench.commands import check
 
-        return checks.check(_options(args))
+        return check.check(_options(args))
     if args.command == "data":
         from envbench.cells import dataset
 
@@ -187,12 +187,12 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return compare.main(args)
     if args.command == "doctor":
-        from envbench import doctor
+        from envbench.commands import doctor
         from envbench.matrix import models
 
         return doctor.doctor(models.load(args.matrix), args.matrix.resolve().parent, args.data)
     if args.command == "demo":
-        from envbench import demo
+        from envbench.commands import demo
 
         return demo.demo(args.reports)
     if args.command == "base-image":
