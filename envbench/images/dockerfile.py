@@ -1,4 +1,4 @@
-"""Dockerfiles rendered from images/*.j2, content-hash tags, and builds through the Docker SDK."""
+"""Dockerfiles rendered from templates/*.j2, content-hash tags, builds through the Docker SDK."""
 from __future__ import annotations
 
 import hashlib
@@ -15,6 +15,7 @@ from typing import Any, TextIO
 import docker
 import jinja2
 
+import bench
 from bench.fingerprint import source_names
 from envbench.engine.connection import ENGINE_ERRORS, explain, image_or_none
 from envbench.errors import UserError
@@ -24,9 +25,9 @@ from envbench.matrix import grammars, sources
 from envbench.matrix.models import Environment
 from envbench.users import own
 
-ROOT = Path(__file__).resolve().parents[2]
-IMAGES_DIR = ROOT / "images"
-BENCH_DIR = ROOT / "bench"
+# Package data, so that a plain (non-editable) install builds images from any folder.
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+BENCH_DIR = Path(bench.__file__).resolve().parent
 REPOSITORY = "envbench"
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -91,7 +92,7 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
         if not template_path.is_file():
             raise UserError("%s.dockerfile: %s does not exist" % (where, template_path))
     else:
-        template_path = IMAGES_DIR / ("%s.Dockerfile.j2" % env.kind)
+        template_path = TEMPLATES_DIR / ("%s.Dockerfile.j2" % env.kind)
     wheelhouse = sources.wheelhouse(name, env, matrix_dir)
     base = sources.checked(sources.expand(env.base, where + ".base"),
                            grammars.image_reference, where + ".base") \
@@ -100,7 +101,7 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
     apt = list(env.apt)
     if env.source == "debian":
         apt = ["python3", "python3-torch", "python3-torchvision"] + apt
-    loader = jinja2.FileSystemLoader([str(template_path.parent), str(IMAGES_DIR)])
+    loader = jinja2.FileSystemLoader([str(template_path.parent), str(TEMPLATES_DIR)])
     jinja = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
                                keep_trailing_newline=True, autoescape=False)  # noqa: S701 - not HTML
     # Every value a RUN line takes goes through `sh` (shell quoting) on top of the checks.
