@@ -118,8 +118,8 @@ def tests(session: nox.Session) -> None:
     session.install("-e", ".[test,cloud]")
     session.install("torch==2.13.0")
     # A fresh machine: the engine, debootstrap, Chromium and Debian's torch 1.13 stack
-    # (envbench/setup.py, the one set-up module .ci/run and the demo use too).
-    session.run("python", "-m", "envbench.setup", "tests")
+    # (envbench/provision.py, the one set-up module .ci/run and the demo use too).
+    session.run("python", "-m", "envbench.provision", "tests")
     session.run("ruff", "check", ".")
     session.run("vermin", "-t=3.8-", "--violations", "--no-tips", "-q", "bench/")
     session.run("pytest", *session.posargs)

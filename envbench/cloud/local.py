@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench import setup
+from envbench import provision
 from envbench.cloud.launcher import LineSink, ProvisionFailed, Remote
 from envbench.engine import connection
 from envbench.errors import UserError
@@ -259,11 +259,11 @@ def make(out: TextIO = sys.stdout) -> LocalLauncher:
                         "here (on Debian or Ubuntu: sudo apt-get install openssh-client rsync)"
                         % ", ".join(missing))
     client = connection.connect()
-    base = os.environ.get("ENVBENCH_PYTHON_BASE") or setup.ensure_python_base(
-        client, setup.ensure_base(client, out), out)
+    base = os.environ.get("ENVBENCH_PYTHON_BASE") or provision.ensure_python_base(
+        client, provision.ensure_base(client, out), out)
     image = ensure_image(client, base, out)
     python = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d' "
                                                            "% sys.version_info[:2])"],
                                    remove=True).decode().strip()
-    wheelhouse = setup.ensure_kit_wheelhouse(python, out)
-    return LocalLauncher(client, image, setup.cache_root() / "local-vms", wheelhouse, out)
+    wheelhouse = provision.ensure_kit_wheelhouse(python, out)
+    return LocalLauncher(client, image, provision.cache_root() / "local-vms", wheelhouse, out)

@@ -196,11 +196,11 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return demo.demo(args.reports)
     if args.command == "base-image":
-        from envbench import setup
+        from envbench import provision
         from envbench.engine import connection
         from envbench.images import baseimage
 
-        as_root = setup.privileged()
+        as_root = provision.privileged()
         if as_root is None:
             raise UserError("debootstrap needs root: run `sudo %s -m envbench base-image`"
                             % sys.executable)

@@ -3,7 +3,7 @@
 Two real stacks on this machine's CPU, on one Debian base: Debian's own python3-torch (an
 old stack) and a current torch CPU build installed from a lock. No container registry, no
 GPU and no variable needed: the engine, the base image and the wheels are made ready by
-envbench.setup. The data is CIFAR-10 where it is cached or can be fetched, else synthetic
+envbench.provision. The data is CIFAR-10 where it is cached or can be fetched, else synthetic
 (and the report says so). Ends with the report's path and where the time went.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from envbench import setup
+from envbench import provision
 from envbench.cells import dataset, matrixrun
 from envbench.engine import connection
 from envbench.errors import UserError
@@ -66,12 +66,12 @@ def _data(out: TextIO) -> Path | None:
 
 def demo(reports: Path, out: TextIO = sys.stdout) -> int:
     started = time.perf_counter()
-    setup.ensure_engine(out)
+    provision.ensure_engine(out)
     client = connection.connect()
-    base = setup.ensure_base(client, out)
-    python_base = setup.ensure_python_base(client, base, out)
+    base = provision.ensure_base(client, out)
+    python_base = provision.ensure_python_base(client, base, out)
     python = _python_of(client, python_base)
-    wheelhouse = setup.ensure_wheelhouse(TORCH, python, out)
+    wheelhouse = provision.ensure_wheelhouse(TORCH, python, out)
     data_dir = _data(out)
     ready = time.perf_counter()
 

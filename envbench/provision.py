@@ -10,7 +10,7 @@ call this module, so a fresh machine with only Python gets what they need the sa
 - a wheelhouse of a torch CPU build for the base's Python, fetched by the host's pip.
 
 Importing this module needs only the standard library: `.ci/run` runs
-`python3 -m envbench.setup engine` before anything is installed.
+`python3 -m envbench.provision engine` before anything is installed.
 """
 from __future__ import annotations
 
@@ -251,7 +251,7 @@ def ensure_test_tools(out: TextIO = sys.stdout) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m envbench.setup", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m envbench.provision", description=__doc__)
     parser.add_argument("what", choices=("engine", "tests"),
                         help="engine: a Docker engine that answers; tests: that, and what "
                              "`nox -s tests` needs")
