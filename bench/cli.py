@@ -4,97 +4,14 @@ Exit codes: 0 ok, 1 the run failed (a ``status: failed`` record was written), 2 
 """
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import time
 import traceback
 
-from bench import result
-
-AMP = ("off", "fp16", "bf16")
-COMPILE = ("off", "default", "reduce-overhead", "max-autotune")
-MODELS = ("lenet", "lenet-gap", "lenet-dws")  # bench.model.MODELS, without importing torch
-PARALLEL = ("none", "dp", "ddp")
-ON_OFF = ("on", "off")
-
-
-def _positive(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1, got %s" % text)
-    return value
-
-
-def _non_negative(text):
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0, got %s" % text)
-    return value
-
-
-def parser():
-    p = argparse.ArgumentParser(prog="python -m bench",
-                                description="Instrumented LeNet/CIFAR-10 training benchmark.")
-    p.add_argument("--device", choices=("cpu", "cuda"), required=True)
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--data", metavar="DIR", help="folder holding cifar-10-batches-py/")
-    source.add_argument("--synthetic", action="store_true", help="seeded in-memory data")
-    p.add_argument("--epochs", type=_positive, required=True)
-    p.add_argument("--batch-size", type=_positive, required=True)
-    p.add_argument("--pipeline", choices=("classic", "resident"), required=True)
-    p.add_argument("--workers", type=_non_negative, default=2, help="DataLoader workers (classic)")
-    p.add_argument("--model", choices=MODELS, default="lenet",
-                   help="lenet (the tutorial's), lenet-gap (global average pooling in place "
-                        "of the fully connected layers), lenet-dws (depthwise separable "
-                        "convolutions)")
-    p.add_argument("--parallel", choices=PARALLEL, default="none",
-                   help="dp: nn.DataParallel over the GPUs; ddp: DistributedDataParallel, one "
-                        "process per GPU (NCCL) or per CPU share (gloo)")
-    p.add_argument("--nproc", type=_positive, default=None,
-                   help="devices or ranks for dp/ddp (default: the visible GPUs; required "
-                        "for ddp on CPU)")
-    p.add_argument("--quantize-eval", choices=("off", "dynamic"), default="off",
-                   help="dynamic: test once more with int8 linear layers (CPU)")
-    p.add_argument("--pin-memory", choices=ON_OFF, default=None,
-                   help="pinned host memory for the classic loader (default: on for cuda)")
-    p.add_argument("--non-blocking", choices=ON_OFF, default=None,
-                   help="asynchronous host-to-device copies (default: on for cuda)")
-    p.add_argument("--amp", choices=AMP, default="off")
-    p.add_argument("--channels-last", action="store_true")
-    p.add_argument("--compile", choices=COMPILE, default="off")
-    p.add_argument("--accumulate", type=_positive, default=1, metavar="K",
-                   help="micro-batches per optimizer step")
-    p.add_argument("--threads", type=_positive, default=None, help="torch intra-op threads")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--deterministic", action="store_true")
-    p.add_argument("--cudnn-benchmark", action="store_true")
-    p.add_argument("--lr", type=float, default=0.001)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--limit", type=_positive, default=None, help="use the first N train images")
-    p.add_argument("--limit-test", type=_positive, default=None, help="first N test images")
-    p.add_argument("--save-weights", metavar="FILE", default=None)
-    p.add_argument("--out", metavar="FILE.json", required=True)
-    return p
-
-
-def config_from(args):
-    """The options as the run uses them: the copy options' defaults follow the device."""
-    config = {k: v for k, v in vars(args).items() if k != "out"}
-    for key in ("pin_memory", "non_blocking"):
-        if config[key] is None:
-            config[key] = "on" if config["device"] == "cuda" else "off"
-    return config
-
-
-def parse_config(argv):
-    """Parse and resolve ``argv``: what the host calls to know a cell's config in advance."""
-    args = parser().parse_args(argv)
-    return args, config_from(args)
-
-
-class Terminated(Exception):
-    """SIGTERM: `docker stop`, or an engine shutting down, asked bench to end."""
+from bench import errors, result
+from bench.errors import Terminated
+from bench.options import parse_config
 
 
 class _SigtermGuard(object):
@@ -157,11 +74,8 @@ def main(argv=None):
                                       "shutting down)"}
         code = 143
     except Exception as exc:
-        record["error"] = describe(exc)
-        expected = record["error"]["type"] in ("DataError", "UnsupportedOption",
-                                               "DeviceUnavailable", "OutOfMemory",
-                                               "RankFailed")
-        if not expected:
+        record["error"] = errors.describe(exc)
+        if not errors.is_expected(exc):
             traceback.print_exc()
         print("error: %s: %s" % (record["error"]["type"], record["error"]["message"]),
               file=sys.stderr, flush=True)
@@ -172,20 +86,6 @@ def main(argv=None):
     record["run_s"] = round(time.perf_counter() - started, 3)
     result.write_atomic(args.out, record)
     return code
-
-
-def describe(exc):
-    if "bench.compat" not in sys.modules:
-        # torch never finished importing: importing it again from here could crash.
-        return {"type": type(exc).__name__, "message": str(exc)}
-    try:
-        from bench.compat import is_out_of_memory
-
-        if is_out_of_memory(exc):
-            return {"type": "OutOfMemory", "message": str(exc).splitlines()[0][:500]}
-    except ImportError:
-        pass
-    return {"type": type(exc).__name__, "message": str(exc)}
 
 
 def _fill_env_if_missing(record):

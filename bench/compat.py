@@ -7,9 +7,7 @@ import warnings
 
 import torch
 
-
-class UnsupportedOption(Exception):
-    """The image's torch (or device) cannot do what the run asked for."""
+from bench.errors import UnsupportedOption
 
 
 def torch_version():

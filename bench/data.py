@@ -12,15 +12,13 @@ import pickle
 
 import torch
 
+from bench.errors import DataError
+
 TRAIN_FILES = ["data_batch_%d" % i for i in range(1, 6)]
 TEST_FILE = "test_batch"
 FOLDER = "cifar-10-batches-py"
 IMAGE_BYTES = 3 * 32 * 32
 CLASSES = 10
-
-
-class DataError(Exception):
-    """The data set is missing or unreadable; the message names the file."""
 
 
 class _Dtype:

@@ -22,14 +22,11 @@ import tempfile
 
 import torch
 
-from bench.compat import UnsupportedOption, torch_version
+from bench import errors, result
+from bench.compat import torch_version
+from bench.errors import RankFailed, UnsupportedOption
 
-MODES = ("none", "dp", "ddp")
 RENDEZVOUS_TIMEOUT_S = 300
-
-
-class RankFailed(Exception):
-    """Another rank of a ddp run failed; the message is that rank's own error."""
 
 
 class World(object):
@@ -162,18 +159,14 @@ def barrier(world):
         dist.barrier()
 
 
-def _child(config, rank, size, store_path, folder):
+def _child(config, rank, size, store_path, folder, train_fn):
     """Entry point of rank 1.. (spawned): train, and leave an error file if it fails."""
-    from bench import result, train
-
     world = World("ddp", size, rank, "nccl" if config["device"] == "cuda" else "gloo",
                   rank if config["device"] == "cuda" else None)
     try:
-        train.train(config, result.new_record(config), world, store_path)
+        train_fn(config, result.new_record(config), world, store_path)
     except BaseException as exc:  # noqa: B036 - the parent must learn why this rank ended
-        from bench.cli import describe
-
-        error = describe(exc)
+        error = errors.describe(exc)
         with open(os.path.join(folder, "rank%d.error.json" % rank), "w") as f:
             json.dump(error, f)
         raise SystemExit(1)
@@ -195,7 +188,8 @@ def run_ddp(config, record, world, train_fn):
     try:
         for rank in range(1, world.size):
             child = context.Process(target=_child,
-                                    args=(config, rank, world.size, store_path, folder))
+                                    args=(config, rank, world.size, store_path, folder,
+                                          train_fn))
             child.start()
             children.append(child)
         try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.compat import UnsupportedOption
+from bench.errors import UnsupportedOption
 
 MEAN = STD = (0.5, 0.5, 0.5)
 

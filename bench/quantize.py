@@ -14,9 +14,8 @@ from time import perf_counter
 import torch
 from torch import nn
 
-from bench.compat import UnsupportedOption, torch_version
-
-METHODS = ("off", "dynamic")
+from bench.compat import torch_version
+from bench.errors import UnsupportedOption
 
 
 def quantize_dynamic_fn():

@@ -17,13 +17,11 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "result.s
 with open(SCHEMA_PATH, encoding="utf-8") as _f:
     SCHEMA_DOCUMENT = json.load(_f)
 SCHEMA = SCHEMA_DOCUMENT["properties"]["schema"]["const"]
-STATUSES = tuple(SCHEMA_DOCUMENT["properties"]["status"]["enum"])
 
 _DEFS = SCHEMA_DOCUMENT["$defs"]
 # Required keys per section, read from the schema so that there is one list, not two.
 REQUIRED = {section: tuple(_DEFS[section]["required"])
             for section in ("cell", "config", "env", "memory", "summary")}
-EPOCH_KEYS = tuple(_DEFS["epoch"]["required"])
 PHASES = tuple(_DEFS["phases"]["required"])
 
 

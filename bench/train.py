@@ -12,12 +12,9 @@ from torch import nn
 
 from bench import compat, data, fingerprint, memory, parallel, quantize, result
 from bench import model as model_info
+from bench.errors import DeviceUnavailable, UnsupportedOption
 from bench.pipelines import PIPELINES
 from bench.timing import PhaseClock
-
-
-class DeviceUnavailable(Exception):
-    """--device cuda on a machine or container where torch sees no GPU."""
 
 
 def select_device(name):
@@ -72,7 +69,7 @@ def check_copy_options(config):
         return
     for key, flag in (("pin_memory", "--pin-memory"), ("non_blocking", "--non-blocking")):
         if config[key] == "on":
-            raise compat.UnsupportedOption("%s on needs --device cuda (it speeds host-to-GPU "
+            raise UnsupportedOption("%s on needs --device cuda (it speeds host-to-GPU "
                                            "copies; a CPU run makes none)" % flag)
 
 

@@ -5,6 +5,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.options import parse_config
 from envbench.cells import resources
 from envbench.cells.resources import Resources
 from envbench.errors import UserError
@@ -97,8 +98,6 @@ def bench_args(cell: Cell, res: Resources, synthetic: bool) -> list[str]:
 def bench_config(args: list[str]) -> dict[str, Any]:
     """The config section bench will record for these arguments: bench's own parser decides,
     so the host's idea of a cell's options cannot drift from what bench runs."""
-    from bench.cli import parse_config
-
     return parse_config(args + ["--out", "result.json"])[1]
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bench import data
+from bench.errors import DataError
 
 
 def _write(path, obj):
@@ -36,22 +37,22 @@ def test_reader_refuses_classes_other_than_arrays(tmp_path):
             return (os.system, ("true",))
 
     _write(tmp_path / "evil", {"labels": [0], "data": Evil()})
-    with pytest.raises(data.DataError, match="evil.*refusing to load"):
+    with pytest.raises(DataError, match="evil.*refusing to load"):
         data.read_batch(str(tmp_path / "evil"))
 
 
 def test_missing_and_truncated_files_name_the_file(tmp_path, cifar_dir):
-    with pytest.raises(data.DataError, match="nowhere.*cifar-10-batches-py"):
+    with pytest.raises(DataError, match="nowhere.*cifar-10-batches-py"):
         data.load_cifar(str(tmp_path / "nowhere"))
-    with pytest.raises(data.DataError, match="data_batch_9: file not found"):
+    with pytest.raises(DataError, match="data_batch_9: file not found"):
         data.read_batch(str(tmp_path / "data_batch_9"))
     whole = open(os.path.join(cifar_dir, data.FOLDER, "data_batch_1"), "rb").read()
     (tmp_path / "cut").write_bytes(whole[: len(whole) // 2])
-    with pytest.raises(data.DataError, match="cut: not a CIFAR-10 batch"):
+    with pytest.raises(DataError, match="cut: not a CIFAR-10 batch"):
         data.read_batch(str(tmp_path / "cut"))
     raw = np.zeros((2, 3072), dtype=np.uint8)
     _write(tmp_path / "short", {"labels": [1, 2, 3], "data": raw})
-    with pytest.raises(data.DataError, match="short: truncated"):
+    with pytest.raises(DataError, match="short: truncated"):
         data.read_batch(str(tmp_path / "short"))
 
 

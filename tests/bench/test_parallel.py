@@ -133,7 +133,7 @@ def test_a_torch_without_distributed_or_quantization_gets_a_clear_error(monkeypa
     import pytest
 
     from bench import parallel, quantize
-    from bench.compat import UnsupportedOption
+    from bench.errors import UnsupportedOption
 
     config = {"parallel": "ddp", "nproc": 2, "device": "cpu"}
     monkeypatch.setattr(torch.distributed, "is_available", lambda: False)

@@ -218,18 +218,19 @@ def test_a_sigterm_during_a_deferred_section_ends_the_run_after_it():
     import pytest
 
     from bench import cli
+    from bench.errors import Terminated
 
     guard = cli._SigtermGuard()
     previous = signal.signal(signal.SIGTERM, guard)
     try:
         finished = []
-        with pytest.raises(cli.Terminated):
+        with pytest.raises(Terminated):
             with guard.deferred():
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.05)  # the handler has run by now, and must not have raised
                 finished.append("the section ran to its end")
         assert finished
-        with pytest.raises(cli.Terminated):  # outside a deferred section: at once
+        with pytest.raises(Terminated):  # outside a deferred section: at once
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
     finally:

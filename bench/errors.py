@@ -1,0 +1,51 @@
+"""Every failure bench expects, and how any failure is told in a result's error section.
+
+Imports nothing: the CLI needs it before torch is imported, and a spawned ddp rank reports
+its failure through it to rank 0.
+"""
+from __future__ import annotations
+
+import sys
+
+
+class DataError(Exception):
+    """The data set is missing or unreadable; the message names the file."""
+
+
+class UnsupportedOption(Exception):
+    """An option this image's torch (or this device) cannot run: a clear per-cell error."""
+
+
+class DeviceUnavailable(Exception):
+    """--device cuda on a machine or container where torch sees no GPU."""
+
+
+class RankFailed(Exception):
+    """A ddp rank other than this one failed; the message says which and why."""
+
+
+class Terminated(Exception):
+    """SIGTERM: `docker stop`, or an engine shutting down, asked bench to end."""
+
+
+# Failures a user can act on: one line on stderr, never a traceback.
+EXPECTED = (DataError, UnsupportedOption, DeviceUnavailable, RankFailed)
+OUT_OF_MEMORY = "OutOfMemory"
+
+
+def is_out_of_memory(exc):
+    """True for torch's out-of-memory errors, once torch has imported: bench.compat is looked
+    up, never imported, since importing torch after a failed import can crash the process."""
+    compat = sys.modules.get("bench.compat")
+    return compat is not None and compat.is_out_of_memory(exc)
+
+
+def is_expected(exc):
+    return isinstance(exc, EXPECTED) or is_out_of_memory(exc)
+
+
+def describe(exc):
+    """The error section of a result: the failure's type and its message."""
+    if is_out_of_memory(exc):
+        return {"type": OUT_OF_MEMORY, "message": str(exc).splitlines()[0][:500]}
+    return {"type": type(exc).__name__, "message": str(exc)}
