@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from envbench import cache
 from envbench.errors import UserError
 
 DOCKER_INSTALL = "sudo apt-get install -y docker.io && sudo systemctl start docker"
@@ -170,15 +171,11 @@ def ensure_python_base(client: Any, base: str, out: TextIO = sys.stdout) -> str:
     return tag
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("ENVBENCH_CACHE") or Path.home() / ".cache" / "envbench")
-
-
 def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout) -> Path:
     """torch's CPU build and its dependencies for Python ``python``, fetched once by the
     host's pip (containers cannot reach the index here): PyTorch's CPU index first, then the
     host's own configuration (its index or local wheels)."""
-    folder = cache_root() / ("wheelhouse-torch-%s-py%s" % (torch, python.replace(".", "")))
+    folder = cache.root() / ("wheelhouse-torch-%s-py%s" % (torch, python.replace(".", "")))
     if any(folder.glob("torch-%s*.whl" % torch)):
         return folder
     _say(out, "fetching torch %s (CPU build) for Python %s into %s" % (torch, python, folder))
@@ -211,7 +208,7 @@ def ensure_kit_wheelhouse(python: str, out: TextIO = sys.stdout) -> Path:
     local launcher's VMs): fetched once by the host's pip, refreshed when the list changes."""
     wanted = kit_requirements()
     digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
-    folder = cache_root() / ("wheelhouse-kit-py%s-%s" % (python.replace(".", ""), digest))
+    folder = cache.root() / ("wheelhouse-kit-py%s-%s" % (python.replace(".", ""), digest))
     if (folder / "COMPLETE").exists():
         return folder
     _say(out, "fetching the kit's Python packages for Python %s into %s" % (python, folder))

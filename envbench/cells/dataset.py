@@ -7,10 +7,10 @@ import shutil
 import sys
 import tarfile
 import tempfile
-import urllib.request
 from pathlib import Path
 from typing import TextIO
 
+from envbench import cache, download
 from envbench.errors import UserError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
@@ -20,8 +20,7 @@ FILES = ["data_batch_%d" % i for i in range(1, 6)] + ["test_batch", "batches.met
 
 
 def default_cache() -> Path:
-    default = Path.home() / ".cache" / "envbench" / "cifar10"
-    return Path(os.environ.get("ENVBENCH_DATA") or default)
+    return Path(os.environ.get("ENVBENCH_DATA") or cache.root() / "cifar10")
 
 
 def is_ready(root: Path) -> bool:
@@ -47,33 +46,6 @@ def md5sum(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _progress(done: int, total: int, out: TextIO) -> None:
-    if total > 0:
-        width = 30
-        filled = int(width * done / total)
-        bar = "#" * filled + "." * (width - filled)
-        out.write("\r  [%s] %5.1f%%  %.1f / %.1f MB"
-                  % (bar, 100.0 * done / total, done / 1e6, total / 1e6))
-    else:
-        out.write("\r  %.1f MB" % (done / 1e6))
-    out.flush()
-
-
-def download(url: str, dest: Path, out: TextIO, timeout: float = 60) -> None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response, \
-                dest.open("wb") as f:  # noqa: S310
-            total = int(response.headers.get("Content-Length") or 0)
-            done = 0
-            for block in iter(lambda: response.read(1 << 16), b""):
-                f.write(block)
-                done += len(block)
-                _progress(done, total, out)
-        out.write("\n")
-    except OSError as exc:
-        raise UserError("downloading %s failed (%s)" % (url, exc))
-
-
 def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
           out: TextIO = sys.stdout, timeout: float = 60) -> Path:
     """Make ROOT/cifar-10-batches-py/ exist and be whole; return ROOT."""
@@ -88,7 +60,7 @@ def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
         partial = Path(tempfile.mkstemp(dir=root, suffix=".part")[1])
         try:
             try:
-                download(url, partial, out, timeout)
+                download.fetch(url, partial, out, "cifar-10-python.tar.gz", timeout)
             except UserError as exc:
                 raise UserError("%s. Offline: put cifar-10-python.tar.gz (md5 %s) at %s and run "
                                 "again, or use --synthetic" % (exc, md5, archive))

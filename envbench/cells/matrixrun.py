@@ -1,7 +1,6 @@
 """The matrix, end to end: build the images the cells need, run every cell, resume, summarise."""
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench import users
+from envbench import stats, users
 from envbench.cells import containerrun, dataset, resources
 from envbench.cells import expansion as cellmod
 from envbench.cells.progress import MatrixProgress
@@ -289,7 +288,7 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     if session.overheads:
         print("kit overhead per executed cell (container start/stop, result handling): "
               "median %.2f s, max %.2f s"
-              % (statistics.median(session.overheads), max(session.overheads)), file=out)
+              % (stats.median(session.overheads), max(session.overheads)), file=out)
     return 0 if all(r.get("status") == "ok" for _, r in records) else 1
 
 
@@ -370,9 +369,9 @@ def _summary(records: list[tuple[cellmod.Cell, dict[str, Any]]], out: TextIO) ->
     rows = [("environment", "target", "variant", "ok", "s/epoch (median)", "img/s", "acc")]
     for (env, target, variant), recs in groups.items():
         ok = [r for r in recs if r.get("status") == "ok"]
-        epoch = statistics.median(r["summary"]["epoch_s_median"] for r in ok) if ok else None
-        rate = statistics.median(r["summary"]["samples_per_s"] for r in ok) if ok else None
-        acc = statistics.median(r["summary"]["final_test_acc"] for r in ok) if ok else None
+        epoch = stats.median([r["summary"]["epoch_s_median"] for r in ok]) if ok else None
+        rate = stats.median([r["summary"]["samples_per_s"] for r in ok]) if ok else None
+        acc = stats.median([r["summary"]["final_test_acc"] for r in ok]) if ok else None
         rows.append((env, target, variant, "%d/%d" % (len(ok), len(recs)),
                      "%.2f" % epoch if epoch is not None else "failed",
                      "%.0f" % rate if rate is not None else "—",

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench import provision
+from envbench import cache, provision
 from envbench.cloud.launcher import LineSink, ProvisionFailed, Remote
 from envbench.engine import connection
 from envbench.errors import UserError
@@ -266,4 +266,4 @@ def make(out: TextIO = sys.stdout) -> LocalLauncher:
                                                            "% sys.version_info[:2])"],
                                    remove=True).decode().strip()
     wheelhouse = provision.ensure_kit_wheelhouse(python, out)
-    return LocalLauncher(client, image, provision.cache_root() / "local-vms", wheelhouse, out)
+    return LocalLauncher(client, image, cache.root() / "local-vms", wheelhouse, out)

@@ -10,12 +10,12 @@ present. Without earlier results the run time is unknown and the cost shown is a
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from envbench import stats
 from envbench.cells import dataset, expansion
 from envbench.cloud import sky as skyapi
 from envbench.cloud import tasks
@@ -65,8 +65,8 @@ def earlier_epochs(reports: Path) -> dict[tuple[str, str], tuple[float, float]]:
         if record["status"] == "ok" and summary["epoch_s_median"]:
             seen.setdefault((cell.get("environment"), cell.get("target")), []).append(
                 (summary["first_epoch_s"], summary["epoch_s_median"]))
-    return {key: (statistics.median(v[0] for v in values),
-                  statistics.median(v[1] for v in values)) for key, values in seen.items()}
+    return {key: (stats.median([v[0] for v in values]), stats.median([v[1] for v in values]))
+            for key, values in seen.items()}
 
 
 def plan(matrix: Matrix, matrix_path: Path, workdir: Path, reports: Path,

@@ -12,22 +12,18 @@ import os
 import shutil
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
 from typing import TextIO
 
+from envbench import cache, download
 from envbench.errors import UserError
 from envbench.images.lock import Lock, Wheel
 
 BLOCK = 1 << 20
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("ENVBENCH_CACHE") or Path.home() / ".cache" / "envbench")
-
-
 def path_for(wheel: Wheel, root: Path | None = None) -> Path:
-    return (root or cache_root()) / "wheels" / wheel.sha256 / wheel.filename
+    return (root or cache.root()) / "wheels" / wheel.sha256 / wheel.filename
 
 
 def sha256_of(path: Path) -> str:
@@ -36,33 +32,6 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: f.read(BLOCK), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _progress(name: str, done: int, total: int | None, out: TextIO, final: bool) -> None:
-    if total:
-        text = "  %-60s %6.1f / %.1f MB" % (name[:60], done / 1e6, total / 1e6)
-    else:
-        text = "  %-60s %6.1f MB" % (name[:60], done / 1e6)
-    if out.isatty():
-        out.write("\r" + text + ("\n" if final else ""))
-    elif final:
-        out.write(text + "\n")
-    out.flush()
-
-
-def _download(url: str, dest: Path, wheel: Wheel, out: TextIO) -> None:
-    try:
-        with urllib.request.urlopen(url, timeout=120) as response, dest.open("wb") as f:  # noqa: S310
-            total = int(response.headers.get("Content-Length") or 0) or wheel.size
-            done = 0
-            for block in iter(lambda: response.read(BLOCK), b""):
-                f.write(block)
-                done += len(block)
-                if done % (64 * BLOCK) < BLOCK:
-                    _progress(wheel.filename, done, total, out, False)
-            _progress(wheel.filename, done, total, out, True)
-    except OSError as exc:
-        raise UserError("downloading %s failed (%s)" % (url, exc))
 
 
 def _arrive(wheel: Wheel, source: Path | None, root: Path, out: TextIO) -> Path:
@@ -79,7 +48,8 @@ def _arrive(wheel: Wheel, source: Path | None, root: Path, out: TextIO) -> Path:
             except OSError:
                 shutil.copyfile(source, tmp)
         elif wheel.url:
-            _download(wheel.url, tmp, wheel, out)
+            download.fetch(wheel.url, tmp, out, wheel.filename[:60], timeout=120,
+                           max_bytes=wheel.size)
         got = sha256_of(tmp)
         if got != wheel.sha256:
             raise UserError("%s: sha256 %s, but the lock says %s: the file is corrupt or not "
@@ -95,7 +65,7 @@ def _arrive(wheel: Wheel, source: Path | None, root: Path, out: TextIO) -> Path:
 def ensure(lock: Lock, wheelhouse: Path | None, out: TextIO = sys.stdout,
            root: Path | None = None) -> list[Path]:
     """Every wheel of the lock in the cache, fetched where missing; their cache paths."""
-    root = root or cache_root()
+    root = root or cache.root()
     paths = []
     missing = [w for w in lock.wheels if not path_for(w, root).is_file()]
     if missing:

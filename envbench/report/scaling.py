@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from envbench import stats
 from envbench.report import grouping
 from envbench.report.grouping import Group, Speedup, variant_text
 
@@ -109,9 +110,7 @@ def _median_quantized(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The repeats' quantised test passes: median of each figure."""
     if not entries:
         return None
-    from statistics import median
-
     keys = ("float_test_acc", "float_test_s", "test_acc", "test_s", "float_weight_bytes",
             "weight_bytes")
-    return {k: median(e[k] for e in entries if e.get(k) is not None)
+    return {k: stats.median([e[k] for e in entries if e.get(k) is not None])
             if any(e.get(k) is not None for e in entries) else None for k in keys}
