@@ -40,8 +40,7 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
                                    detach=True)
     options.update(container_limits(resources))
     if resources.device == "cuda":
-        options["device_requests"] = gpu.device_requests(
-            -1 if resources.gpus in (None, "all") else int(resources.gpus))
+        options["device_requests"] = gpu.device_requests(gpu.requested_count(resources.gpus))
     return options
 
 

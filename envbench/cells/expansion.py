@@ -8,6 +8,7 @@ from typing import Any
 from bench.options import parse_config
 from envbench.cells import resources
 from envbench.cells.resources import Resources
+from envbench.engine.host import Host
 from envbench.errors import UserError
 from envbench.matrix.models import Matrix, Settings, Target
 from envbench.results import identity
@@ -120,7 +121,7 @@ class Prepared:
         return self.args + ["--out", "/results/%s.json" % self.file_stem]
 
 
-def prepare(cell: Cell, target: Target, host: resources.Host | int, data: dict[str, Any],
+def prepare(cell: Cell, target: Target, host: Host | int, data: dict[str, Any],
             image_id: str | None) -> Prepared:
     """Resources from the target and host, bench's options, and the identity: the runner's
     cells and the report's idea of the current matrix both come from here."""

@@ -14,8 +14,8 @@ from envbench import stats, users
 from envbench.cells import containerrun, dataset, resources
 from envbench.cells import expansion as cellmod
 from envbench.cells.progress import MatrixProgress
-from envbench.commands import doctor
 from envbench.engine import connection, gpu
+from envbench.engine.host import Host
 from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod
@@ -160,17 +160,6 @@ def data_identity(data_dir: Path | None) -> dict[str, Any]:
     return {"source": "cifar10", "sha256": dataset.digest(data_dir)}
 
 
-def engine_host(client: docker.DockerClient) -> resources.Host:
-    """The engine host's CPUs and memory (the engine may not run on this machine)."""
-    local = resources.Host.local()
-    try:
-        info = client.info()
-        return resources.Host(int(info.get("NCPU") or local.cpus),
-                              int(info.get("MemTotal") or 0) or local.memory)
-    except (*connection.ENGINE_ERRORS, ValueError, TypeError):
-        return local
-
-
 @dataclass
 class _Session:
     """One `bench` invocation: what every cell needs, and the figures gathered on the way."""
@@ -180,7 +169,7 @@ class _Session:
     opts: Options
     mounts: containerrun.Mounts
     data: dict[str, Any]
-    host: resources.Host
+    host: Host
     built: dict[str, Any]
     build_failures: dict[str, tuple[str, str | None]]
     # GPU cells this host cannot run (no NVIDIA runtime, driver too old), found before any
@@ -234,8 +223,8 @@ class _Session:
         if res.device != "cuda":
             return None
         if cell.environment not in self.gpu_problems:
-            count = -1 if res.gpus in (None, "all") else int(res.gpus)
-            self.gpu_problems[cell.environment] = gpu.probe(self.client, image, count)
+            self.gpu_problems[cell.environment] = gpu.probe(self.client, image,
+                                                            gpu.requested_count(res.gpus))
         return self.gpu_problems[cell.environment]
 
     def _store(self, p: cellmod.Prepared, record: dict[str, Any],
@@ -256,7 +245,7 @@ def bench(opts: Options, out: TextIO = sys.stdout) -> int:
     mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir)
     client = connection.connect()
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
-    host = engine_host(client)
+    host = Host.of_engine(client)
     remove_leftovers(client, out)
     print_resources(m, cells, host, out)
     blocked = gpu_blocks(client, m, cells, out)
@@ -300,16 +289,16 @@ def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmo
     if not envs:
         return {}
     images_here = client.images.list(filters={"label": "envbench.environment"})
-    runtime, gpus, problem = doctor.gpu_state(client, images_here[0] if images_here else None)
-    if not runtime:
+    found = gpu.state(client, images_here[0] if images_here else None)
+    if not found.runtime:
         print("GPU cells cannot run on this host: %s" % gpu.NO_RUNTIME, file=out, flush=True)
         return {name: ("GpuUnavailable", gpu.NO_RUNTIME) for name in envs}
-    driver = gpus[0]["driver"] if gpus else None
-    if gpus:
-        print("GPUs: %s; driver %s" % (", ".join(g["name"] for g in gpus), driver), file=out)
+    driver = found.driver
+    if found.gpus:
+        print("GPUs: %s; driver %s" % (", ".join(g.name for g in found.gpus), driver), file=out)
     blocked = {}
     for name in envs:
-        issue = doctor.driver_problem(name, m.environments[name].cuda or "", driver)
+        issue = gpu.driver_problem(name, m.environments[name].cuda or "", driver)
         if issue:
             print("GPU cells of %s cannot run here: %s" % (name, issue), file=out, flush=True)
             blocked[name] = ("DriverTooOld", issue)
@@ -336,7 +325,7 @@ def remove_leftovers(client: docker.DockerClient, out: TextIO) -> None:
         print("removed %d container(s) left by an earlier run" % len(stale), file=out)
 
 
-def print_resources(m: models.Matrix, cells: list[cellmod.Cell], host: resources.Host,
+def print_resources(m: models.Matrix, cells: list[cellmod.Cell], host: Host,
                     out: TextIO) -> None:
     """Say what each target's cells may use on this host before anything runs."""
     seen: set[tuple[str, Any]] = set()

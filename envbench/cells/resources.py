@@ -8,27 +8,11 @@ cpuset are made to match it, and all of it is recorded in every result. An expli
 """
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from envbench.engine.host import Host
 from envbench.matrix.models import Target, cpuset_size, size_bytes
-
-
-@dataclass(frozen=True)
-class Host:
-    """The machine the engine runs cells on: its CPUs and memory (None: unknown)."""
-
-    cpus: int
-    memory: int | None = None
-
-    @classmethod
-    def local(cls) -> Host:
-        try:
-            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            memory = None
-        return cls(os.cpu_count() or 1, memory)
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ from typing import Any, TextIO
 
 from bench import result
 from envbench.cells import expansion as cellmod
-from envbench.cells import resources
 from envbench.cloud import fetch
 from envbench.cloud.launcher import Launcher, ProvisionFailed, Remote
 from envbench.cloud.plan import TargetPlan
 from envbench.cloud.tasks import RESULT_MARKER
+from envbench.engine.host import Host
 from envbench.matrix.models import Matrix
 from envbench.results import contract, store
 
@@ -187,7 +187,7 @@ class FanOut:
         dest = self.reports / "results"
         dest.mkdir(parents=True, exist_ok=True)
         target = self.matrix.targets[plan.name]
-        host = resources.Host(target.cpus or 1, None)  # the VM never answered: unknown
+        host = Host(target.cpus or 1, None)  # the VM never answered: unknown
         for cell in plan.cells:
             p = cellmod.prepare(cell, target, host, self.data, None)
             record = store.host_failure(p.config, kind, message)

@@ -14,8 +14,9 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench.cells import dataset, matrixrun, resources
+from envbench.cells import dataset, matrixrun
 from envbench.engine import connection
+from envbench.engine.host import Host
 from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod
@@ -40,7 +41,7 @@ def check(opts: matrixrun.Options, out: TextIO = sys.stdout, err: TextIO = sys.s
                                                 c.infra or "any cloud",
                                                 " (spot)" if c.use_spot else "",
                                                 c.autostop_minutes), file=out)
-    matrixrun.print_resources(m, cells, resources.Host.local(), out)
+    matrixrun.print_resources(m, cells, Host.local(), out)
     problems: list[str] = []
     warnings: list[str] = []
     plans: dict[str, Any] = {}

@@ -23,15 +23,8 @@ from envbench.errors import UserError
 from envbench.matrix import sources
 from envbench.matrix.models import Matrix
 
-# The oldest Linux driver each CUDA major runs on (NVIDIA's minor-version compatibility:
-# a CUDA 12.x wheel runs on any driver from 525.60.13 on).
-MIN_DRIVER = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
 # Rough sizes of an image still to build, for the disk check.
 IMAGE_BYTES = {"cuda": 8 * 10**9, "cpu": 2 * 10**9}
-NVIDIA_FIX = ("install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure "
-              "--runtime=docker` and restart dockerd")
-
-
 @dataclass
 class Check:
     ok: bool
@@ -41,41 +34,6 @@ class Check:
     def line(self) -> str:
         return "%s %s%s" % ("✔" if self.ok else "✘", self.what,
                             "\n    fix: %s" % self.fix if self.fix and not self.ok else "")
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".") if part.isdigit())
-
-
-def min_driver(cuda: str) -> str | None:
-    return MIN_DRIVER.get(cuda.split(".")[0])
-
-
-def driver_problem(environment: str, cuda: str, driver: str | None) -> str | None:
-    """One sentence when this host's driver is too old for a CUDA stack; None when it will
-    do or cannot be known (no driver: the runtime check says so)."""
-    needed = min_driver(cuda)
-    if needed is None or driver is None:
-        return None
-    if _version(driver) >= _version(needed):
-        return None
-    return ("%s is built for CUDA %s, which needs NVIDIA driver >= %s; this host has %s: "
-            "upgrade the driver or use an older CUDA stack" % (environment, cuda, needed,
-                                                              driver))
-
-
-def gpu_state(client: Any, image: Any | None) -> tuple[bool, list[dict[str, str]], str | None]:
-    """(the engine has the NVIDIA runtime, the GPUs nvidia-smi lists, why it could not tell)."""
-    try:
-        runtimes = client.info().get("Runtimes") or {}
-    except connection.ENGINE_ERRORS as exc:
-        return False, [], connection.explain(exc)
-    if "nvidia" not in runtimes:
-        return False, [], None
-    if image is None:
-        return True, [], "no image to run nvidia-smi in yet"
-    gpus, problem = gpu.query(client, image, -1)
-    return True, gpus, problem
 
 
 def _reachable(url: str, timeout: float = 10) -> str | None:
@@ -109,22 +67,22 @@ def checks(m: Matrix, matrix_dir: Any, data_dir: Any = None) -> list[Check]:
 
     base = next((img for img in client.images.list(filters={"label": "envbench.environment"})),
                 None)
-    runtime, gpus, problem = gpu_state(client, base)
-    out.append(Check(runtime, "NVIDIA runtime in the engine" if runtime else
+    found = gpu.state(client, base)
+    out.append(Check(found.runtime, "NVIDIA runtime in the engine" if found.runtime else
                      "NVIDIA runtime: this Docker engine has none (GPU targets cannot run)",
-                     NVIDIA_FIX))
-    driver = gpus[0]["driver"] if gpus else None
-    if gpus:
-        names = ", ".join("%s (%s)" % (g["name"], g["memory"]) for g in gpus)
+                     gpu.NVIDIA_FIX))
+    driver = found.driver
+    if found.gpus:
+        names = ", ".join("%s (%s)" % (g.name, g.memory) for g in found.gpus)
         out.append(Check(True, "GPUs: %s; driver %s" % (names, driver)))
     else:
         out.append(Check(False, "GPUs and driver: not read (%s)" % (
-            problem or "no NVIDIA runtime"), NVIDIA_FIX if not runtime else
+            found.problem or "no NVIDIA runtime"), gpu.NVIDIA_FIX if not found.runtime else
             "check `nvidia-smi` on the host"))
     for name, env in m.environments.items():
         if env.cuda:
-            needed = min_driver(env.cuda)
-            issue = driver_problem(name, env.cuda, driver)
+            needed = gpu.min_driver(env.cuda)
+            issue = gpu.driver_problem(name, env.cuda, driver)
             if driver is None:
                 out.append(Check(False, "%s: CUDA %s needs driver >= %s; this host's driver is "
                                  "unknown" % (name, env.cuda, needed or "?"),

@@ -248,13 +248,6 @@ class Target(_Strict):
                              "never used: use device: cuda, or remove accelerators")
         return self
 
-    @property
-    def gpu_count(self) -> int:
-        """-1 for all GPUs (Docker's convention), 0 for none."""
-        if self.device != "cuda":
-            return 0
-        return -1 if self.gpus in (None, "all") else int(self.gpus)
-
 
 class Settings(_Strict):
     """The benchmark options of one cell (the sweepable ones can vary per cell)."""

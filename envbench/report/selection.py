@@ -13,7 +13,7 @@ from typing import Any
 
 from envbench.cells import dataset
 from envbench.cells import expansion as cellmod
-from envbench.cells.resources import Host
+from envbench.engine.host import Host
 from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod

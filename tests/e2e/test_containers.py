@@ -14,9 +14,10 @@ import pytest
 from conftest import E2E_MATRIX, ROOT, envbench
 
 from bench.fingerprint import bench_sha256
-from envbench.cells import containerrun, expansion, matrixrun
+from envbench.cells import containerrun, expansion
 from envbench.cells.expansion import Cell
 from envbench.engine import gpu, sandbox
+from envbench.engine.host import Host
 from envbench.matrix import models
 from envbench.matrix.models import Settings, Target
 
@@ -195,7 +196,7 @@ def test_a_running_cell_is_locked_down_and_limited(client, first_run, tmp_path):
     image = _image(client, first_run, "torch2.13-cpu")
     target = Target(device="cpu", cpus=1, label="CPU", price_per_hour=0)
     mounts = containerrun.Mounts(tmp_path, tmp_path, None)
-    host = matrixrun.engine_host(client)
+    host = Host.of_engine(client)
     p = expansion.prepare(_cell(), target, host, {"source": "synthetic", "sha256": None}, image.id)
     options = containerrun.container_options(p.command(), p.resources, image, mounts, p.file_stem)
     seen = _read_back(client, image, options)

@@ -34,15 +34,15 @@ def fake_smi_image(client, base_tag, tmp_path):
 def test_the_driver_comparison_reads_what_nvidia_smi_prints(client, fake_smi_image):
     gpus, problem = gpu.query(client, fake_smi_image, 0)
     assert problem is None
-    assert gpus == [{"name": "NVIDIA H200", "driver": "470.57.02", "memory": "143771 MiB"}] * 2
-    driver = gpus[0]["driver"]
-    too_old = doctor.driver_problem("torch2.5-cu124", "12.4", driver)
+    assert gpus == [gpu.GpuInfo("NVIDIA H200", "470.57.02", "143771 MiB")] * 2
+    driver = gpus[0].driver
+    too_old = gpu.driver_problem("torch2.5-cu124", "12.4", driver)
     assert too_old == ("torch2.5-cu124 is built for CUDA 12.4, which needs NVIDIA driver >= "
                        "525.60.13; this host has 470.57.02: upgrade the driver or use an "
                        "older CUDA stack")
-    assert doctor.driver_problem("seed", "11.6", driver) is None  # 470 >= 450.80.02
-    assert doctor.driver_problem("new", "13.0", "580.65.06") is None
-    assert "needs NVIDIA driver >= 580.65.06" in doctor.driver_problem("new", "13.0", "575.1")
+    assert gpu.driver_problem("seed", "11.6", driver) is None  # 470 >= 450.80.02
+    assert gpu.driver_problem("new", "13.0", "580.65.06") is None
+    assert "needs NVIDIA driver >= 580.65.06" in gpu.driver_problem("new", "13.0", "575.1")
 
 
 def test_doctor_prints_every_check_with_the_gpu_ones_failing_and_their_fix(client):

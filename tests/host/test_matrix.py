@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from envbench.engine import gpu
 from envbench.errors import MatrixError
 from envbench.matrix import models
 
@@ -49,7 +50,7 @@ def test_a_good_matrix_parses_and_pairs_targets_by_device():
     m = models.parse(GOOD)
     assert m.targets_for("a") == ["cpu"] and m.targets_for("g") == ["gpu", "cpu"]
     assert m.benchmark.sweep["amp"] == ("off", "bf16")  # YAML's bare off is not False
-    assert m.targets["gpu"].gpu_count == -1 and m.targets["cpu"].gpu_count == 0
+    assert gpu.requested_count(m.targets["gpu"].gpus) == -1 and m.targets["cpu"].gpus is None
 
 
 @pytest.mark.parametrize("change, expected", [
