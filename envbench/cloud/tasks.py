@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from envbench.matrix import sources
+from envbench.matrix import grammars
 from envbench.matrix.models import Target
 
 RESULT_MARKER = "ENVBENCH-RESULT"
@@ -55,7 +55,7 @@ SETUP = "\n".join([
 
 def matrix_variables(matrix: Path) -> dict[str, str]:
     """The ${VARIABLES} the matrix names that are set here: the VM's matrix needs them too."""
-    names = sources.VARIABLE.findall(matrix.read_text(encoding="utf-8", errors="replace"))
+    names = grammars.VARIABLE.findall(matrix.read_text(encoding="utf-8", errors="replace"))
     return {name: os.environ[name] for name, _ in names if name in os.environ}
 
 

@@ -1,5 +1,5 @@
 """The grammars of what the kit puts into a Dockerfile or hands the engine: image references,
-repository names, Debian package names and index URLs.
+repository names, Debian package names and index URLs; and the ${VAR} of matrix strings.
 
 Each check returns None when the value is fine and one sentence saying why not otherwise, so
 the matrix (before expansion) and the image plan (after ${VAR} expansion) say the same thing.
@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 from urllib.parse import urlsplit
+
+# ${VAR} or ${VAR:-default} in a matrix string, as a shell writes it: (name, default).
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 # Docker's reference grammar (distribution/reference): [domain/]path[:tag][@digest].
 _ALNUM = r"[a-z0-9]+"

@@ -28,7 +28,6 @@ from envbench.matrix import grammars, yamlio
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?$")
 CUDA_VERSION = re.compile(r"^\d+\.\d+$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}")
 CPUSET = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
 SIZE = r"^\d+[kmg]?$"  # Docker's --memory grammar, lower-case units
 SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers",
@@ -135,14 +134,14 @@ class Environment(_Strict):
     @classmethod
     def _base(cls, value: Optional[str]) -> Optional[str]:
         # With ${VAR}s the expanded value is checked when the image is planned.
-        if value is not None and not VARIABLE.search(value):
+        if value is not None and not grammars.VARIABLE.search(value):
             _refuse(grammars.image_reference(value))
         return value
 
     @field_validator("index_url")
     @classmethod
     def _index_url(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not VARIABLE.search(value):
+        if value is not None and not grammars.VARIABLE.search(value):
             _refuse(grammars.index_url(value))
         return value
 

@@ -11,8 +11,6 @@ from envbench.errors import UserError
 from envbench.matrix import grammars
 from envbench.matrix.models import Environment
 
-VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
 
 def expand(value: str, where: str) -> str:
     """${VAR} and ${VAR:-default} in matrix strings come from the environment, as in a shell;
@@ -25,7 +23,7 @@ def expand(value: str, where: str) -> str:
             return default.rstrip("/")
         raise UserError("%s: ${%s} is not set (see README, 'Offline and custom indexes')"
                         % (where, name))
-    return VARIABLE.sub(sub, value)
+    return grammars.VARIABLE.sub(sub, value)
 
 
 def checked(value: str, check: Any, where: str) -> str:
