@@ -4,6 +4,7 @@ Exit codes: 0 ok, 1 the run failed (a ``status: failed`` record was written), 2 
 """
 from __future__ import annotations
 
+import platform
 import signal
 import sys
 import time
@@ -11,6 +12,7 @@ import traceback
 
 from bench import errors, result
 from bench.errors import Terminated
+from bench.fingerprint import bench_sha256
 from bench.options import parse_config
 
 
@@ -90,10 +92,6 @@ def main(argv=None):
 
 def _fill_env_if_missing(record):
     """A run that failed before fingerprinting still says which bench and Python it was."""
-    import platform
-
-    from bench.fingerprint import bench_sha256
-
     env = record["env"]
     for key in result.REQUIRED["env"]:
         env.setdefault(key, None)

@@ -6,6 +6,7 @@ its failure through it to rank 0.
 from __future__ import annotations
 
 import sys
+from typing import Dict
 
 
 class DataError(Exception):
@@ -33,18 +34,18 @@ EXPECTED = (DataError, UnsupportedOption, DeviceUnavailable, RankFailed)
 OUT_OF_MEMORY = "OutOfMemory"
 
 
-def is_out_of_memory(exc):
+def is_out_of_memory(exc: BaseException) -> bool:
     """True for torch's out-of-memory errors, once torch has imported: bench.compat is looked
     up, never imported, since importing torch after a failed import can crash the process."""
     compat = sys.modules.get("bench.compat")
     return compat is not None and compat.is_out_of_memory(exc)
 
 
-def is_expected(exc):
+def is_expected(exc: BaseException) -> bool:
     return isinstance(exc, EXPECTED) or is_out_of_memory(exc)
 
 
-def describe(exc):
+def describe(exc: BaseException) -> Dict[str, str]:
     """The error section of a result: the failure's type and its message."""
     if is_out_of_memory(exc):
         return {"type": OUT_OF_MEMORY, "message": str(exc).splitlines()[0][:500]}

@@ -5,17 +5,18 @@ import hashlib
 import os
 import platform
 import subprocess
+from typing import List
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 # What bench is made of: its code and its result schema. The image build ships exactly these.
 SOURCE_SUFFIXES = (".py", ".json")
 
 
-def source_names(folder=BENCH_DIR):
+def source_names(folder: str = BENCH_DIR) -> List[str]:
     return sorted(n for n in os.listdir(folder) if n.endswith(SOURCE_SUFFIXES))
 
 
-def bench_sha256():
+def bench_sha256() -> str:
     """Hash of bench/'s sources (names and bytes), so results prove which benchmark ran."""
     digest = hashlib.sha256()
     for name in source_names():

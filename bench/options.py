@@ -6,6 +6,7 @@ a cell runs, the config bench will record for its command line.
 from __future__ import annotations
 
 import argparse
+from typing import Any, Dict, List, Tuple
 
 AMP = ("off", "fp16", "bf16")
 COMPILE = ("off", "default", "reduce-overhead", "max-autotune")
@@ -14,21 +15,21 @@ PARALLEL = ("none", "dp", "ddp")
 ON_OFF = ("on", "off")
 
 
-def _positive(text):
+def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be >= 1, got %s" % text)
     return value
 
 
-def _non_negative(text):
+def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError("must be >= 0, got %s" % text)
     return value
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench",
                                 description="Instrumented LeNet/CIFAR-10 training benchmark.")
     p.add_argument("--device", choices=("cpu", "cuda"), required=True)
@@ -73,7 +74,7 @@ def parser():
     return p
 
 
-def config_from(args):
+def config_from(args: argparse.Namespace) -> Dict[str, Any]:
     """The options as the run uses them: the copy options' defaults follow the device."""
     config = {k: v for k, v in vars(args).items() if k != "out"}
     for key in ("pin_memory", "non_blocking"):
@@ -82,7 +83,7 @@ def config_from(args):
     return config
 
 
-def parse_config(argv):
+def parse_config(argv: List[str]) -> Tuple[argparse.Namespace, Dict[str, Any]]:
     """Parse and resolve ``argv``: what the host calls to know a cell's config in advance."""
     args = parser().parse_args(argv)
     return args, config_from(args)

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import tempfile
+from typing import Any, Dict, Union
 
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "result.schema.json")
 with open(SCHEMA_PATH, encoding="utf-8") as _f:
@@ -25,14 +26,14 @@ REQUIRED = {section: tuple(_DEFS[section]["required"])
 PHASES = tuple(_DEFS["phases"]["required"])
 
 
-def empty_cell():
+def empty_cell() -> Dict[str, Any]:
     """The cell section as bench leaves it; the host runner fills it in."""
     cell = dict.fromkeys(REQUIRED["cell"])
     cell["variant"] = {}
     return cell
 
 
-def new_record(config):
+def new_record(config: Dict[str, Any]) -> Dict[str, Any]:
     """A record as it starts: failed until the run proves otherwise."""
     return {
         "schema": SCHEMA, "status": "failed", "error": None, "cell": empty_cell(),
@@ -43,14 +44,14 @@ def new_record(config):
     }
 
 
-def finite_or_none(value):
+def finite_or_none(value: Any) -> Any:
     """NaN and infinities are not JSON: a diverged loss is recorded as null (not measurable)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
 
-def write_text_atomic(path, text):
+def write_text_atomic(path: "Union[str, os.PathLike[str]]", text: str) -> None:
     """Write a file so that a reader sees the old one or the whole new one, never a torn one."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -68,6 +69,6 @@ def write_text_atomic(path, text):
         raise
 
 
-def write_atomic(path, record):
+def write_atomic(path: "Union[str, os.PathLike[str]]", record: Dict[str, Any]) -> None:
     # allow_nan=False: a non-finite number is a bug to see here, not a file no reader accepts.
     write_text_atomic(path, json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")

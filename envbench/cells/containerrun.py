@@ -52,9 +52,10 @@ def _save_logs(container: Any, log_path: Path) -> list[str]:
     except ENGINE_ERRORS as exc:
         raw = ("(logs unavailable: %s)\n" % explain(exc)).encode()
     # Atomic: a symlink planted at the log's name is replaced, never written through.
-    write_text_atomic(str(log_path), raw.decode(errors="replace"))
+    text = bytes(raw).decode(errors="replace")
+    write_text_atomic(str(log_path), text)
     own(log_path)
-    return raw.decode(errors="replace").splitlines()
+    return text.splitlines()
 
 
 def _follow(container: Any, on_line: Callable[[str], None]) -> threading.Thread:

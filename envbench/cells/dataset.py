@@ -12,6 +12,7 @@ from typing import TextIO
 
 from envbench import cache, download
 from envbench.errors import UserError
+from envbench.results.identity import SYNTHETIC, DataIdentity
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 MD5 = "c58f30108f718f92721af3b95e74349a"
@@ -36,6 +37,11 @@ def digest(root: Path) -> str:
             for block in iter(lambda: f.read(1 << 20), b""):
                 sha.update(block)
     return sha.hexdigest()
+
+
+def identity_of(root: Path | None) -> DataIdentity:
+    """Which data cells measure on: synthetic (no folder), or this data set by its digest."""
+    return SYNTHETIC if root is None else DataIdentity("cifar10", digest(root))
 
 
 def md5sum(path: Path) -> str:

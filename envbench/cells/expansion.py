@@ -12,7 +12,7 @@ from envbench.engine.host import Host
 from envbench.errors import UserError
 from envbench.matrix.models import Matrix, Settings, Target
 from envbench.results import identity
-from envbench.results.identity import Identity
+from envbench.results.identity import DataIdentity, Identity
 
 # --quick: one short epoch per cell, to check a matrix end to end in minutes.
 QUICK = {"epochs": 1, "repeats": 1, "limit": 5000, "limit_test": 1000}
@@ -32,7 +32,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        variant = " ".join("%s=%s" % kv for kv in sorted(self.variant.items()))
+        variant = identity.variant_text(self.variant, "")
         return "%s × %s%s%s (repeat %d)" % (self.environment, self.target,
                                             " × " + variant if variant else "",
                                             " (quick)" if self.quick else "", self.repeat + 1)
@@ -121,12 +121,12 @@ class Prepared:
         return self.args + ["--out", "/results/%s.json" % self.file_stem]
 
 
-def prepare(cell: Cell, target: Target, host: Host | int, data: dict[str, Any],
+def prepare(cell: Cell, target: Target, host: Host | int, data: DataIdentity,
             image_id: str | None) -> Prepared:
     """Resources from the target and host, bench's options, and the identity: the runner's
     cells and the report's idea of the current matrix both come from here."""
     res = resources.plan(target, host, cell.settings["threads"])
-    args = bench_args(cell, res, data["source"] == "synthetic")
+    args = bench_args(cell, res, data.synthetic)
     config = bench_config(args)
     ident = identity.make(cell.environment, cell.target, image_id, res.as_record(), config,
                           data, cell.quick, cell.repeat)

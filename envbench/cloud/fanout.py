@@ -10,61 +10,37 @@ in each task is the safety net for a kit that dies before its ``finally``.
 """
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from bench import result
+from envbench.cells import dataset, records
 from envbench.cells import expansion as cellmod
-from envbench.cloud import fetch
+from envbench.cloud import fetch, local, sky
+from envbench.cloud import plan as planmod
 from envbench.cloud.launcher import Launcher, ProvisionFailed, Remote
 from envbench.cloud.plan import TargetPlan
 from envbench.cloud.tasks import RESULT_MARKER
 from envbench.engine.host import Host
+from envbench.matrix import models
 from envbench.matrix.models import Matrix
-from envbench.results import contract, store
+from envbench.options import Options
+from envbench.results import clusters, contract, store
+from envbench.results.clusters import ClusterRun, ClusterState
+from envbench.results.identity import SYNTHETIC, DataIdentity
 
 RSYNC_TIMEOUT_S = 600
 
 
-@dataclass
-class Outcome:
-    """What happened to one target's cluster: the report's cloud table reads it."""
-
-    target: str
-    cluster: str
-    accelerators: str
-    infra: str
-    price_per_hour: float | None
-    price_source: str
-    state: str = "pending"  # launching, running, fetching, done, failed, interrupted
-    exit_code: int | None = None
-    results: list[str] = field(default_factory=list)
-    fetched_by: str | None = None  # "rsync over ssh" or "the job's log"
-    message: str | None = None
-    wall_s: float | None = None
-    cost: float | None = None  # the provider's own figure, where it gives one
-    cost_source: str | None = None
-    provisioned: bool = False
-
-    @property
-    def estimated_cost(self) -> float | None:
-        if self.price_per_hour is None or self.wall_s is None or not self.provisioned:
-            return None
-        return self.price_per_hour * self.wall_s / 3600.0
-
-
 class FanOut:
     def __init__(self, plans: list[TargetPlan], launcher: Launcher, m: Matrix, reports: Path,
-                 data: dict[str, Any], out: TextIO = sys.stdout) -> None:
+                 data: DataIdentity, out: TextIO = sys.stdout) -> None:
         self.plans = plans
         self.launcher = launcher
         self.matrix = m
@@ -75,8 +51,8 @@ class FanOut:
         self.stopping = threading.Event()
         self.started: dict[str, float] = {}  # target -> when its launch began (monotonic)
         self._lock = threading.Lock()
-        self.outcomes = {p.name: Outcome(p.name, p.task["name"], p.accelerators, p.infra,
-                                         p.price, p.price_source) for p in plans}
+        self.outcomes = {p.name: ClusterRun(p.name, p.task["name"], p.accelerators, p.infra,
+                                            p.price, p.price_source) for p in plans}
 
     # --- output
     def say(self, target: str, line: str) -> None:
@@ -97,7 +73,7 @@ class FanOut:
             self.say(plan.name, line)
 
         try:
-            outcome.state = "launching"
+            outcome.state = ClusterState.LAUNCHING
             self.say(plan.name, "launching cluster %s: %s on %s (%s)" % (
                 cluster, plan.accelerators, plan.infra, self.launcher.name))
             with self._lock:
@@ -109,11 +85,11 @@ class FanOut:
                     self._failed(plan, outcome, "ProvisionFailed",
                                  "%s could not be provisioned: %s" % (cluster, exc))
                 return
-            outcome.state, outcome.provisioned = "running", True
+            outcome.state, outcome.provisioned = ClusterState.RUNNING, True
             outcome.exit_code = self.launcher.wait(cluster, sink)
             if self.stopping.is_set():
                 return
-            outcome.state = "fetching"
+            outcome.state = ClusterState.FETCHING
             self._bring_home(plan, outcome, remote, "\n".join(log))
         except Exception as exc:  # one target's surprise must not stop the others
             if not self.stopping.is_set():
@@ -122,7 +98,7 @@ class FanOut:
             outcome.wall_s = round(time.monotonic() - started, 1)
             self._save_log(plan.name, log)
 
-    def _bring_home(self, plan: TargetPlan, outcome: Outcome, remote: Remote,
+    def _bring_home(self, plan: TargetPlan, outcome: ClusterRun, remote: Remote,
                     log: str) -> None:
         staging = self.reports / "cloud" / plan.name
         shutil.rmtree(staging, ignore_errors=True)
@@ -147,7 +123,7 @@ class FanOut:
                                             self.reports / "cloud" / ("%s.log" % plan.name)))
             return
         ok = sum(1 for p in kept if contract.load(p)["status"] == "ok")
-        outcome.state = "done"
+        outcome.state = ClusterState.DONE
         outcome.message = "%d result%s (%d ok), job exit code %s" % (
             len(kept), "" if len(kept) == 1 else "s", ok, outcome.exit_code)
         self.say(plan.name, "results home via %s: %s" % (outcome.fetched_by, outcome.message))
@@ -164,13 +140,13 @@ class FanOut:
             except contract.InvalidResult as exc:
                 self.say(plan.name, "left out %s: %s" % (path.name, exc))
                 continue
-            cell = record.get("cell") or {}
-            if cell.get("target") != plan.name:
+            cell = record["cell"]  # the contract guarantees the section and its keys
+            if cell["target"] != plan.name:
                 continue  # not this target's (a workdir that carried older results)
-            if cell.get("price_per_hour") is None and plan.price is not None:
+            if cell["price_per_hour"] is None and plan.price is not None:
                 cell["price_per_hour"] = plan.price
                 cell["price_source"] = plan.price_source
-            elif cell.get("price_per_hour") is not None:
+            elif cell["price_per_hour"] is not None:
                 cell.setdefault("price_source", "matrix")
             store.write(dest / path.name, record)
             kept.append(dest / path.name)
@@ -181,21 +157,18 @@ class FanOut:
                 shutil.copyfile(path, self.reports / "logs" / path.name)
         return kept
 
-    def _failed(self, plan: TargetPlan, outcome: Outcome, kind: str, message: str) -> None:
+    def _failed(self, plan: TargetPlan, outcome: ClusterRun, kind: str, message: str) -> None:
         """Every cell of the target recorded as failed with ``message``."""
-        outcome.state, outcome.message = "failed", message
+        outcome.state, outcome.message = ClusterState.FAILED, message
         dest = self.reports / "results"
         dest.mkdir(parents=True, exist_ok=True)
         target = self.matrix.targets[plan.name]
         host = Host(target.cpus or 1, None)  # the VM never answered: unknown
         for cell in plan.cells:
             p = cellmod.prepare(cell, target, host, self.data, None)
-            record = store.host_failure(p.config, kind, message)
-            store.annotate(record, cell, p.identity, target.label, plan.price, p.resources,
-                             {"tag": None, "id": None}, self.matrix.benchmark.target_accuracy)
-            record["cell"]["price_source"] = plan.price_source
-            record["written_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            store.write(dest / ("%s.json" % p.file_stem), record)
+            records.failed(dest, p, target, kind, message,
+                           self.matrix.benchmark.target_accuracy, price=plan.price,
+                           price_source=plan.price_source)
             outcome.results.append("%s.json" % p.file_stem)
         self.say(plan.name, "failed: %s (%d cells recorded as failed)"
                  % (message, len(plan.cells)))
@@ -225,8 +198,8 @@ class FanOut:
             stopped = self.teardown()
         if interrupted:
             for o in self.outcomes.values():
-                if o.state not in ("done", "failed"):
-                    o.state = "interrupted"
+                if not o.state.ended:
+                    o.state = ClusterState.INTERRUPTED
                 if o.wall_s is None and o.target in self.started:  # up until the teardown
                     o.wall_s = round(time.monotonic() - self.started[o.target], 1)
             print("stopped clusters: %s" % (", ".join(stopped) or "none had started"),
@@ -236,7 +209,7 @@ class FanOut:
             return 130
         self.record_costs()
         self.write_runs()
-        return 0 if all(o.state == "done" and o.exit_code == 0
+        return 0 if all(o.state is ClusterState.DONE and o.exit_code == 0
                         for o in self.outcomes.values()) else 1
 
     def teardown(self) -> list[str]:
@@ -261,19 +234,13 @@ class FanOut:
         for o in self.outcomes.values():
             if o.cluster in costs:
                 o.cost, o.cost_source = costs[o.cluster], self.launcher.name
-            elif not o.provisioned and o.state == "failed":
+            elif not o.provisioned and o.state is ClusterState.FAILED:
                 o.cost, o.cost_source = 0.0, "never provisioned"
             elif o.estimated_cost is not None:
                 o.cost, o.cost_source = o.estimated_cost, "estimate (price x wall time)"
 
     def write_runs(self) -> Path:
-        path = self.reports / "cloud" / "runs.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        runs = [dict(asdict(o), estimated_cost=o.estimated_cost)
-                for o in self.outcomes.values()]
-        result.write_text_atomic(str(path), json.dumps(
-            {"launcher": self.launcher.name, "runs": runs}, indent=2) + "\n")
-        return path
+        return clusters.write(self.reports, self.launcher.name, list(self.outcomes.values()))
 
 
 def rsync(remote: Remote, path: str, dest: Path) -> str | None:
@@ -294,52 +261,23 @@ def rsync(remote: Remote, path: str, dest: Path) -> str | None:
     return None
 
 
-def runs_of(reports: Path) -> list[dict[str, Any]]:
-    """The last fan-out's clusters (REPORTS/cloud/runs.json), for the report's cost table."""
-    path = reports / "cloud" / "runs.json"
-    try:
-        return list(json.loads(path.read_text())["runs"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
+def data_identity(opts: Options, m: Matrix) -> DataIdentity:
+    """The data the cloud cells measure on: synthetic; the data set given with --data (and
+    uploaded); else CIFAR-10 that each VM fetches itself, whose digest is not known here."""
+    if opts.synthetic or m.benchmark.data == "synthetic":
+        return SYNTHETIC
+    if opts.data_dir is not None:
+        return dataset.identity_of(opts.data_dir)  # plan() checked it is CIFAR-10
+    return DataIdentity("cifar10")
 
 
-def launch(m: Matrix, matrix_path: Path, reports: Path, targets: list[str] | None,
-           data: Path | None, synthetic: bool, out_dir: Path | None, launcher_name: str,
-           out: TextIO = sys.stdout) -> int:
-    """`envbench cloud`: plan (as the dry run shows it), fan out, tear down, report."""
-    from envbench.cells.matrixrun import data_identity
-    from envbench.cloud import plan as planmod
-    from envbench.report import pages
-
-    workdir = planmod.checkout()
-    plans = planmod.plan(m, matrix_path, workdir, reports, targets, data, synthetic, out_dir)
+def launch(opts: Options, out: TextIO = sys.stdout) -> tuple[int, list[ClusterRun]]:
+    """Plan (as the dry run shows it), fan out, tear down; the exit code and what each
+    cluster did."""
+    m = models.load(opts.matrix_path)
+    plans = planmod.plan(m, opts, planmod.checkout())
     print(planmod.describe(plans, launching=True), file=out, flush=True)
-    if launcher_name == "local":
-        from envbench.cloud import local
-
-        launcher: Launcher = local.make(out)
-    else:
-        from envbench.cloud import sky as skyapi
-
-        launcher = skyapi.SkyLauncher()
-    if synthetic or m.benchmark.data == "synthetic":
-        data_ident = data_identity(None)
-    elif data is not None:
-        data_ident = data_identity(data)  # plan() checked it is CIFAR-10
-    else:
-        data_ident = {"source": "cifar10", "sha256": None}  # each VM fetches it itself
-    fan = FanOut(plans, launcher, m, reports, data_ident, out)
+    launcher = local.make(out) if opts.launcher == "local" else sky.SkyLauncher()
+    fan = FanOut(plans, launcher, m, opts.reports_dir, data_identity(opts, m), out)
     code = fan.run()
-    files = [reports / "results" / name for o in fan.outcomes.values() for name in o.results]
-    files = [f for f in files if f.exists()]
-    print("", file=out)
-    for o in fan.outcomes.values():
-        cost = ("$%.4f (%s)" % (o.cost, o.cost_source) if o.cost is not None else "cost unknown")
-        print("; ".join(part for part in ("%s on %s: %s" % (o.target, o.cluster, o.state),
-                                          o.message, cost) if part), file=out)
-    if files and code != 130:
-        written = pages.render(files, reports, cloud_runs=runs_of(reports))
-        print("report of %d results from %d cluster%s: %s"
-              % (len(files), len(fan.outcomes), "" if len(fan.outcomes) == 1 else "s",
-                 written["html"]), file=out)
-    return code
+    return code, list(fan.outcomes.values())

@@ -29,10 +29,11 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench import cache, provision
+from envbench import cache
 from envbench.cloud.launcher import LineSink, ProvisionFailed, Remote
 from envbench.engine import connection
 from envbench.errors import UserError
+from envbench.images import baseimage, wheelhouse
 
 POOL = "local"
 LABEL = "envbench.cluster"
@@ -92,7 +93,7 @@ class LocalLauncher:
         self.wheelhouse = wheelhouse.resolve()
         self.out = out
         self.key = self.state / "id_ed25519"
-        self._jobs: dict[str, subprocess.Popen] = {}
+        self._jobs: dict[str, subprocess.Popen[str]] = {}
         self._lock = threading.Lock()
         self.state.mkdir(parents=True, exist_ok=True)
         if not self.key.exists():
@@ -235,7 +236,8 @@ class LocalLauncher:
         exports = "".join("export %s=%s; " % (k, shlex.quote(v)) for k, v in envs.items())
         return "%scd ~/sky_workdir && bash -c %s" % (exports, shlex.quote(script))
 
-    def _popen(self, remote: Remote, envs: dict[str, str], script: str) -> subprocess.Popen:
+    def _popen(self, remote: Remote, envs: dict[str, str],
+               script: str) -> subprocess.Popen[str]:
         # Its own session: a Ctrl-C at the terminal reaches the kit, which tears the VM down;
         # an ssh that died of it first would look like a job that failed.
         return subprocess.Popen([*remote.ssh, remote.alias, self._command(envs, script)],
@@ -259,11 +261,11 @@ def make(out: TextIO = sys.stdout) -> LocalLauncher:
                         "here (on Debian or Ubuntu: sudo apt-get install openssh-client rsync)"
                         % ", ".join(missing))
     client = connection.connect()
-    base = os.environ.get("ENVBENCH_PYTHON_BASE") or provision.ensure_python_base(
-        client, provision.ensure_base(client, out), out)
+    base = os.environ.get("ENVBENCH_PYTHON_BASE") or baseimage.ensure_python_base(
+        client, baseimage.ensure_base(client, out), out)
     image = ensure_image(client, base, out)
     python = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d' "
                                                            "% sys.version_info[:2])"],
                                    remove=True).decode().strip()
-    wheelhouse = provision.ensure_kit_wheelhouse(python, out)
-    return LocalLauncher(client, image, cache.root() / "local-vms", wheelhouse, out)
+    kit_wheels = wheelhouse.ensure_kit_wheelhouse(python, out)
+    return LocalLauncher(client, image, cache.root() / "local-vms", kit_wheels, out)

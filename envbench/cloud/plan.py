@@ -10,8 +10,10 @@ present. Without earlier results the run time is unknown and the cost shown is a
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
 import yaml
 
@@ -20,8 +22,10 @@ from envbench.cells import dataset, expansion
 from envbench.cloud import sky as skyapi
 from envbench.cloud import tasks
 from envbench.errors import UserError
+from envbench.matrix import models
 from envbench.matrix.models import Matrix
-from envbench.results import contract
+from envbench.options import Options
+from envbench.results import store
 
 # VM start, SkyPilot's setup, the Docker builds of each stack: typically 5-15 minutes.
 PROVISION_S = 15 * 60
@@ -41,7 +45,7 @@ class TargetPlan:
     unknown_cells: int
     yaml_path: Path | None = None
     environments: list[str] = field(default_factory=list)
-    task: dict = field(default_factory=dict)  # the SkyPilot task-YAML, validated
+    task: dict[str, Any] = field(default_factory=dict)  # the SkyPilot task-YAML, validated
 
     @property
     def total_s(self) -> float:
@@ -56,41 +60,39 @@ def earlier_epochs(reports: Path) -> dict[tuple[str, str], tuple[float, float]]:
     """(environment, target) -> (median first epoch, median steady epoch) of earlier runs."""
     seen: dict[tuple[str, str], list[tuple[float, float]]] = {}
     folder = reports / "results"
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            record = contract.load(path)
-        except contract.InvalidResult:
-            continue
-        summary, cell = record["summary"], record["cell"]
-        if record["status"] == "ok" and summary["epoch_s_median"]:
-            seen.setdefault((cell.get("environment"), cell.get("target")), []).append(
-                (summary["first_epoch_s"], summary["epoch_s_median"]))
+    records, _ = store.load_all([folder]) if folder.is_dir() else ([], [])
+    for r in records:
+        first, steady = r.summary.first_epoch_s, r.summary.epoch_s_median
+        if r.status == "ok" and first and steady and r.cell.environment and r.cell.target:
+            seen.setdefault((r.cell.environment, r.cell.target), []).append((first, steady))
     return {key: (stats.median([v[0] for v in values]), stats.median([v[1] for v in values]))
             for key, values in seen.items()}
 
 
-def plan(matrix: Matrix, matrix_path: Path, workdir: Path, reports: Path,
-         targets: list[str] | None, data: Path | None, synthetic: bool,
-         out: Path | None) -> list[TargetPlan]:
+def plan(matrix: Matrix, opts: Options, workdir: Path) -> list[TargetPlan]:
+    """Every selected cloud target's plan; its task YAML written to --out where given."""
+    data, synthetic, out, targets = opts.data_dir, opts.synthetic, opts.out, opts.targets
     if data is not None and not synthetic and not dataset.is_ready(data):
         raise UserError("--data %s: no CIFAR-10 there (expected %s/ with %s); each VM would "
                         "receive it" % (data, dataset.FOLDER, ", ".join(dataset.FILES)))
     cloud_targets = [n for n, t in matrix.targets.items() if t.cloud is not None]
     if targets:
-        unknown = [t for t in targets if t not in cloud_targets]
-        if unknown:
+        not_cloud = [t for t in targets if t not in cloud_targets]
+        if not_cloud:
             raise UserError("not a cloud target: %s (cloud targets: %s)"
-                            % (", ".join(unknown), ", ".join(cloud_targets) or "none"))
+                            % (", ".join(not_cloud), ", ".join(cloud_targets) or "none"))
         cloud_targets = [t for t in cloud_targets if t in targets]
     if not cloud_targets:
         raise UserError("the matrix has no cloud targets (give a target a cloud: block with "
                         "accelerators, e.g. cloud: {accelerators: \"H100:1\", infra: aws})")
-    earlier = earlier_epochs(reports)
+    earlier = earlier_epochs(opts.reports_dir)
     plans = []
     for name in cloud_targets:
         target = matrix.targets[name]
         cloud = target.cloud
         assert cloud is not None
+        price: float | None
+        instance: str | None
         if target.price_per_hour is not None:
             price, instance, source = target.price_per_hour, cloud.instance_type, "matrix"
         else:
@@ -104,7 +106,7 @@ def plan(matrix: Matrix, matrix_path: Path, workdir: Path, reports: Path,
                 continue
             first, steady = known
             run_s += first + steady * (cell.settings["epochs"] - 1) + CELL_OVERHEAD_S
-        config = tasks.task_config(name, target, workdir, matrix_path, data, synthetic)
+        config = tasks.task_config(name, target, workdir, opts.matrix_path, data, synthetic)
         skyapi.validated_task(config)  # SkyPilot's own schema check, before anything is written
         p = TargetPlan(name, cloud.accelerators or "CPU VM",
                        cloud.infra or "cheapest in the catalog",
@@ -164,8 +166,7 @@ def checkout() -> Path:
     return workdir
 
 
-def dry_run(matrix: Matrix, matrix_path: Path, reports: Path, targets: list[str] | None,
-            data: Path | None, synthetic: bool, out: Path | None) -> int:
-    plans = plan(matrix, matrix_path, checkout(), reports, targets, data, synthetic, out)
-    print(describe(plans))
+def dry_run(opts: Options, out: TextIO = sys.stdout) -> int:
+    plans = plan(models.load(opts.matrix_path), opts, checkout())
+    print(describe(plans), file=out)
     return 0

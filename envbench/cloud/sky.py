@@ -10,6 +10,7 @@ import copy
 import os
 from typing import Any
 
+from envbench.cloud.launcher import LineStream, ProvisionFailed, Remote
 from envbench.errors import UserError
 from envbench.matrix.models import Cloud
 
@@ -69,6 +70,7 @@ def hourly_price(cloud: Cloud) -> tuple[float | None, str | None, str]:
     name, count = cloud.accelerator
     for cloud_name in clouds:
         try:
+            types: list[str] | None
             if cloud.instance_type:
                 types = [cloud.instance_type]
             else:
@@ -103,7 +105,6 @@ class SkyLauncher:
         self._requests: dict[str, Any] = {}
 
     def launch(self, cluster: str, task: dict[str, Any], out: Any) -> Any:
-        from envbench.cloud.launcher import LineStream, ProvisionFailed, Remote
 
         sky = self.sky
         stream = LineStream(out)
@@ -121,7 +122,6 @@ class SkyLauncher:
         return Remote(cluster)
 
     def wait(self, cluster: str, out: Any) -> int:
-        from envbench.cloud.launcher import LineStream
 
         stream = LineStream(out)
         try:

@@ -20,6 +20,7 @@ from envbench.engine.host import Host
 from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod
+from envbench.options import Options
 
 
 def _engine() -> docker.DockerClient | None:
@@ -29,7 +30,8 @@ def _engine() -> docker.DockerClient | None:
         return None
 
 
-def check(opts: matrixrun.Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> int:
+    err = err or sys.stderr
     m, cells = matrixrun.plan_cells(opts)
     for cell in cells:
         print(cell.label, file=out)
@@ -51,15 +53,16 @@ def check(opts: matrixrun.Options, out: TextIO = sys.stdout, err: TextIO = sys.s
         try:
             current = None
             if env.source == "pip":
-                state, current = lockmod.status(name, env, matrix_dir, opts.locks_dir)
+                found = lockmod.status(name, env, matrix_dir, opts.locks_dir)
+                state, current = found.state, found.lock
                 where = lockmod.path_for(opts.locks_dir, name)
-                if state == "stale":
+                if state is lockmod.LockState.STALE:
                     problems.append("environments.%s: %s is stale (its inputs changed); run "
                                     "`nox -s lock`" % (name, where))
-                elif state == "missing" and opts.frozen:
+                elif state is lockmod.LockState.MISSING and opts.frozen:
                     problems.append("environments.%s: %s is missing and --frozen forbids "
                                     "creating it; run `nox -s lock`" % (name, where))
-                elif state == "missing":
+                elif state is lockmod.LockState.MISSING:
                     warnings.append("environments.%s: no lock yet: `bench` will resolve %s "
                                     "(or run `nox -s lock` and commit it)" % (name, where))
             plans[name] = dockerfile.plan(name, env, matrix_dir, current)

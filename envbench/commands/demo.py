@@ -19,6 +19,8 @@ from envbench import provision
 from envbench.cells import dataset, matrixrun
 from envbench.engine import connection
 from envbench.errors import UserError
+from envbench.images import baseimage, wheelhouse
+from envbench.options import Options
 from envbench.report import pages
 
 # The pip stack's torch: a CPU build the host's pip can fetch (PyTorch's CPU index first).
@@ -32,7 +34,7 @@ def _python_of(client: Any, image: str) -> str:
     out = client.containers.run(image, ["python3", "-c", "import sys; print('%d.%d' % "
                                         "sys.version_info[:2])"], remove=True,
                                 network_mode="none")
-    return out.decode().strip()
+    return bytes(out).decode().strip()
 
 
 def matrix_text(base: str, python_base: str, python: str, wheelhouse: Path,
@@ -64,29 +66,33 @@ def _data(out: TextIO) -> Path | None:
         return None
 
 
-def demo(reports: Path, out: TextIO = sys.stdout) -> int:
+def run(opts: Options, out: TextIO = sys.stdout) -> int:
+    reports = opts.reports_dir
     started = time.perf_counter()
     provision.ensure_engine(out)
     client = connection.connect()
-    base = provision.ensure_base(client, out)
-    python_base = provision.ensure_python_base(client, base, out)
+    base = baseimage.ensure_base(client, out)
+    python_base = baseimage.ensure_python_base(client, base, out)
     python = _python_of(client, python_base)
-    wheelhouse = provision.ensure_wheelhouse(TORCH, python, out)
+    torch_wheels = wheelhouse.ensure_wheelhouse(TORCH, python, out)
     data_dir = _data(out)
     ready = time.perf_counter()
 
     reports.mkdir(parents=True, exist_ok=True)
     matrix_path = reports / "matrix.yaml"
-    matrix_path.write_text(matrix_text(base, python_base, python, wheelhouse, data_dir is None))
-    opts = matrixrun.Options(matrix_path=matrix_path, reports_dir=reports, data_dir=data_dir,
-                       synthetic=data_dir is None, allow_pull=False, locks=reports / "locks")
-    if matrixrun.build(opts, out) != 0:
+    matrix_path.write_text(matrix_text(base, python_base, python, torch_wheels, data_dir is None))
+    opts = Options(matrix_path=matrix_path, reports_dir=reports, data_dir=data_dir,
+                   synthetic=data_dir is None, offline=True, locks=reports / "locks")
+    m, cells = matrixrun.plan_cells(opts)
+    _, failed = matrixrun.build_images(connection.connect(), m,
+                                       list(dict.fromkeys(c.environment for c in cells)),
+                                       opts, out)
+    if failed:
         raise UserError("the demo's images did not build (see above)")
     built = time.perf_counter()
-    code = matrixrun.bench(opts, out)
+    code = matrixrun.run(opts, out)
     ran = time.perf_counter()
-    written = pages.render_current(matrix_path, reports, synthetic=data_dir is None,
-                                    data=data_dir, locks=opts.locks)
+    written = pages.render_current(opts)
     print("\ndemo: set-up (engine, base, wheels, data) %.0f s, image builds %.0f s, cells %.0f s,"
           " report %.0f s; %.0f s in all" % (ready - started, built - ready, ran - built,
                                               time.perf_counter() - ran,

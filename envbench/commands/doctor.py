@@ -15,13 +15,15 @@ import subprocess
 import sys
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 from envbench.cells import dataset
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
-from envbench.matrix import sources
+from envbench.matrix import models, sources
 from envbench.matrix.models import Matrix
+from envbench.options import Options
 
 # Rough sizes of an image still to build, for the disk check.
 IMAGE_BYTES = {"cuda": 8 * 10**9, "cpu": 2 * 10**9}
@@ -54,7 +56,7 @@ def _default_index_answers() -> str | None:
     return None if proc.returncode == 0 else " ".join((proc.stderr or "").split())[-160:]
 
 
-def checks(m: Matrix, matrix_dir: Any, data_dir: Any = None) -> list[Check]:
+def diagnose(m: Matrix, data_dir: Path | None = None) -> list[Check]:
     out: list[Check] = []
     try:
         client = connection.connect()
@@ -98,7 +100,7 @@ def checks(m: Matrix, matrix_dir: Any, data_dir: Any = None) -> list[Check]:
                      "CIFAR-10 is not in %s (bench fetches it, 170 MB)" % root,
                      "nox -s data, or offline: put cifar-10-python.tar.gz at %s" % root))
     try:
-        client.api.inspect_distribution("debian:bookworm-slim")
+        client.api.inspect_distribution("debian:bookworm-slim")  # type: ignore[no-untyped-call]
         out.append(Check(True, "a container registry answers the engine"))
     except connection.ENGINE_ERRORS as exc:
         out.append(Check(False, "no container registry answers the engine (%s)"
@@ -142,8 +144,8 @@ def _disk(client: Any, m: Matrix) -> Check:
                  "free space (`docker system prune`) or move the engine's data-root")
 
 
-def doctor(m: Matrix, matrix_dir: Any, data_dir: Any = None, out: TextIO = sys.stdout) -> int:
-    results = checks(m, matrix_dir, data_dir)
+def run(opts: Options, out: TextIO = sys.stdout) -> int:
+    results = diagnose(models.load(opts.matrix_path), opts.data_dir)
     for check in results:
         print(check.line(), file=out)
     bad = sum(not c.ok for c in results)

@@ -11,6 +11,7 @@ import socket
 import docker
 import requests
 from docker.errors import DockerException
+from docker.models.images import Image
 
 from envbench.errors import UserError
 
@@ -52,7 +53,7 @@ def explain(exc: BaseException) -> str:
     return " ".join(text.split())[:500]
 
 
-def image_or_none(client: docker.DockerClient, ref: str):
+def image_or_none(client: docker.DockerClient, ref: str) -> Image | None:
     """The engine's image for ``ref``, None if it has none; a refusal is a clear error."""
     try:
         return client.images.get(ref)

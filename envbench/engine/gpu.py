@@ -44,7 +44,7 @@ class GpuState:
 
 def requested_count(gpus: str | int | None) -> int:
     """A target's `gpus:` as Docker counts them: -1 for all (also when unset), else N."""
-    return -1 if gpus in (None, "all") else int(gpus)  # type: ignore[arg-type]
+    return -1 if gpus in (None, "all") else int(gpus)
 
 
 def device_requests(count: int) -> list[DeviceRequest]:

@@ -2,6 +2,8 @@
 
 lock.py        pip stacks resolved once into locks/<env>.pylock.toml (uv, sha256 per wheel)
 wheelcache.py  one host cache of wheels, addressed by sha256
-dockerfile.py  Dockerfiles rendered from the templates, content-hash tags, builds
-baseimage.py   a Debian base built locally (debootstrap), for hosts without a registry
+wheelhouse.py  wheelhouses the host's pip fetches for machines without an index
+dockerfile.py  Dockerfiles rendered from templates/ (package data), content-hash tags
+build.py       builds through the Docker SDK: context, base image, streamed log
+baseimage.py   the Debian base (the engine's, pulled, or debootstrapped), and it with Python
 """

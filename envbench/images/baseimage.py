@@ -1,20 +1,25 @@
-"""A Debian base image built locally (debootstrap -> docker import), for hosts without a registry.
+"""The Debian base images the kit builds on: the engine's, a pulled one, or one built locally
+(debootstrap -> docker import) for hosts without a registry; and that base with Python.
 
 The mirror is the one this host's apt already uses, so the image is built from wherever the
 host is allowed to fetch packages.
 """
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import docker
 
+from envbench import provision
+from envbench.engine import connection
 from envbench.engine.connection import image_or_none
 from envbench.errors import UserError
 
@@ -94,4 +99,56 @@ def ensure(client: docker.DockerClient, codename: str | None = None,
     if image_or_none(client, tag) is None:
         raise UserError("docker import of %s did not produce the image" % tag)
     print("built %s" % tag, file=out, flush=True)
+    return tag
+
+
+def ensure_base(client: Any, out: TextIO = sys.stdout) -> str:
+    """A Debian base image of this host's release: the engine's, a pulled one, or one built
+    with debootstrap (the registry may be out of reach, the package mirror is not)."""
+    codename = host_codename()
+    local = tag_for(codename)
+    if connection.image_or_none(client, local) is not None:
+        return local
+    official = "debian:%s-slim" % codename
+    if connection.image_or_none(client, official) is not None:
+        return official
+    try:
+        client.images.pull(official)
+        provision.say(out, "pulled %s" % official)
+        return official
+    except connection.ENGINE_ERRORS as exc:
+        provision.say(out, "no registry answers (%s): building %s with debootstrap instead"
+             % (connection.explain(exc)[:120], local))
+    prefix = provision.privileged()
+    if prefix is None:
+        raise UserError("no base image: the registry does not answer and debootstrap needs "
+                        "root. Run: sudo %s -m envbench base-image" % sys.executable)
+    if shutil.which("debootstrap") is None:
+        provision.apt_install(["debootstrap"], out)
+    return ensure(client, codename, out, prefix)
+
+
+def ensure_python_base(client: Any, base: str, out: TextIO = sys.stdout) -> str:
+    """The base with python3 and venv (apt, with the engine's network, once): pip stacks on
+    it need no apt, so they are built with the network off."""
+    tag = "envbench/python-%s" % base.replace("/", "-").replace(":", "-")
+    tag = tag[:120] + ":latest"
+    if connection.image_or_none(client, tag) is not None:
+        return tag
+    provision.say(out, "building %s (%s with python3 and venv)" % (tag, base))
+    dockerfile = ("FROM %s\nRUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install"
+                  " -y --no-install-recommends python3 python3-venv && rm -rf "
+                  "/var/lib/apt/lists/*\n" % base)
+    spool = io.BytesIO()
+    with tarfile.open(fileobj=spool, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        data = dockerfile.encode()
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    spool.seek(0)
+    try:
+        client.images.build(fileobj=spool, custom_context=True, tag=tag, rm=True,
+                             forcerm=True, pull=False)
+    except connection.ENGINE_ERRORS as exc:
+        raise UserError("building %s failed: %s" % (tag, connection.explain(exc)))
     return tag

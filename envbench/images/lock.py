@@ -10,6 +10,7 @@ lock is stale and is refused until `nox -s lock` runs again.
 """
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ from envbench.matrix.models import Environment
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - the host may run 3.10
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 # The glibc of Debian bookworm, on which python:*-slim and the local Debian base are built.
 DEFAULT_GLIBC = "2_36"
@@ -94,11 +95,6 @@ def inputs(name: str, env: Environment, matrix_dir: Path) -> dict[str, Any]:
 
 def inputs_sha256(values: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
-
-
-def default_dir(matrix_path: Path) -> Path:
-    """locks/ beside the matrix, unless ENVBENCH_LOCKS names another folder."""
-    return Path(os.environ.get("ENVBENCH_LOCKS") or matrix_path.resolve().parent / "locks")
 
 
 def path_for(locks_dir: Path, name: str) -> Path:
@@ -203,25 +199,36 @@ def read(path: Path) -> Lock:
                 uv_version=tool.get("uv-version", "?"), wheels=_wheels(data, str(path)))
 
 
-def status(name: str, env: Environment, matrix_dir: Path,
-           locks_dir: Path) -> tuple[str, Lock | None]:
-    """("current" | "stale" | "missing", the lock when there is one)."""
+class LockState(enum.Enum):
+    CURRENT = "current"  # written from the matrix's present pins, Python, platform, index
+    STALE = "stale"      # the matrix changed since: refused until `nox -s lock` runs
+    MISSING = "missing"  # never written
+
+
+@dataclass(frozen=True)
+class LockStatus:
+    state: LockState
+    lock: Lock | None  # the file's lock, current or stale; None when missing
+
+
+def status(name: str, env: Environment, matrix_dir: Path, locks_dir: Path) -> LockStatus:
     path = path_for(locks_dir, name)
     if not path.exists():
-        return "missing", None
+        return LockStatus(LockState.MISSING, None)
     current = read(path)
     wanted = inputs_sha256(inputs(name, env, matrix_dir))
-    return ("current" if current.inputs_sha256 == wanted else "stale"), current
+    state = LockState.CURRENT if current.inputs_sha256 == wanted else LockState.STALE
+    return LockStatus(state, current)
 
 
 def ensure(name: str, env: Environment, matrix_dir: Path, locks_dir: Path, frozen: bool,
            out: TextIO) -> Lock:
     """The environment's current lock: created when missing (and said), refused when stale."""
-    state, current = status(name, env, matrix_dir, locks_dir)
+    found = status(name, env, matrix_dir, locks_dir)
     where = path_for(locks_dir, name)
-    if state == "current" and current is not None:
-        return current
-    if state == "stale":
+    if found.state is LockState.CURRENT and found.lock is not None:
+        return found.lock
+    if found.state is LockState.STALE:
         raise UserError("%s is stale: the matrix changed %s's pins, Python, platform, index or "
                         "wheelhouse since it was written; run `nox -s lock`" % (where, name))
     if frozen:

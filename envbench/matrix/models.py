@@ -21,6 +21,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from envbench.errors import MatrixError
 from envbench.matrix import grammars, yamlio
@@ -392,7 +393,7 @@ class Matrix(_Strict):
         return [name for name, t in self.targets.items() if t.device == "cpu" or env.cuda]
 
 
-def _format(error: dict[str, Any]) -> str:
+def _format(error: ErrorDetails) -> str:
     path = ".".join(str(p) for p in error["loc"])
     message = error["msg"]
     if message.startswith("Value error, "):

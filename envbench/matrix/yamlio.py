@@ -15,7 +15,7 @@ class DuplicateKeyError(yaml.YAMLError):
 
 
 class _StrictLoader(yaml.SafeLoader):
-    pass
+    _root_node: yaml.Node | None = None  # the document being read, for key paths
 
 
 class YamlInt(int):
@@ -30,16 +30,18 @@ class YamlFloat(float):
     source: str
 
 
-def _construct_number(loader: _StrictLoader, node: yaml.ScalarNode) -> int | float:
+def _construct_number(loader: _StrictLoader, node: yaml.ScalarNode) -> YamlInt | YamlFloat:
+    number: YamlInt | YamlFloat
     if node.tag.endswith(":int"):
-        number: int | float = YamlInt(yaml.SafeLoader.construct_yaml_int(loader, node))
+        number = YamlInt(yaml.SafeLoader.construct_yaml_int(loader, node))
     else:
         number = YamlFloat(yaml.SafeLoader.construct_yaml_float(loader, node))
     number.source = str(node.value)
     return number
 
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
+                       deep: bool = False) -> dict[Any, Any]:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
@@ -66,11 +68,11 @@ def _path_of(loader: _StrictLoader, target: yaml.Node) -> list[str]:
                     return found
         return None
 
-    root = getattr(loader, "_root_node", None)
+    root = loader._root_node
     return (walk(root, []) if root is not None else None) or []
 
 
-def _compose_document(loader: _StrictLoader) -> yaml.Node:
+def _compose_document(loader: _StrictLoader) -> yaml.Node | None:
     node = yaml.SafeLoader.compose_document(loader)
     loader._root_node = node
     return node
@@ -79,7 +81,7 @@ def _compose_document(loader: _StrictLoader) -> yaml.Node:
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_number)
 _StrictLoader.add_constructor("tag:yaml.org,2002:float", _construct_number)
-_StrictLoader.compose_document = _compose_document  # type: ignore[method-assign]
+_StrictLoader.compose_document = _compose_document  # type: ignore[method-assign,assignment]
 
 
 def load(text: str) -> Any:

@@ -16,7 +16,9 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from bench.result import PHASES
-from envbench.report.grouping import Group, Speedup, variant_text
+from envbench.report import grouping
+from envbench.report.grouping import Group, Speedup
+from envbench.results.identity import variant_text
 
 COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac"]
@@ -35,7 +37,7 @@ def _plain_text(chart: Callable[..., str | None]) -> Callable[..., str | None]:
 
 def label(g: Group) -> str:
     variant = variant_text(g.variant)
-    return "%s · %s%s" % (g.environment, g.target_label, "" if variant == "—" else " · " + variant)
+    return "%s · %s%s" % (g.environment, g.title, "" if variant == "—" else " · " + variant)
 
 
 def to_svg(fig: Figure, name: str) -> str:
@@ -65,10 +67,11 @@ def epoch_times(groups: list[Group]) -> str | None:
     if not rows:
         return None
     fig, ax = _bar_figure(len(rows))
-    values = [g.epoch_s for g in rows]
+    values = [grouping.seconds(g) for g in rows]
+    spreads = [g.spread or (v, v) for g, v in zip(rows, values)]
     # A hand-edited or partial result can put the median outside its epochs' range.
-    low = [max(0.0, g.epoch_s - g.spread[0]) for g in rows]
-    high = [max(0.0, g.spread[1] - g.epoch_s) for g in rows]
+    low = [max(0.0, v - spread[0]) for v, spread in zip(values, spreads)]
+    high = [max(0.0, spread[1] - v) for v, spread in zip(values, spreads)]
     colours = [COLOURS[0] if g.device == "cuda" else COLOURS[1] for g in rows]
     ax.barh(range(len(rows)), values, xerr=[low, high], color=colours, capsize=3)
     ax.set_yticks(range(len(rows)), [label(g) for g in rows], fontsize=8)
@@ -87,7 +90,7 @@ def phase_breakdown(groups: list[Group]) -> str | None:
     left = [0.0] * len(rows)
     for phase in list(PHASES) + ["other"]:
         if phase == "other":
-            widths = [max(0.0, g.epoch_s - sum(g.phases.values())) for g in rows]
+            widths = [max(0.0, grouping.seconds(g) - sum(g.phases.values())) for g in rows]
         else:
             widths = [g.phases[phase] for g in rows]
         ax.barh(range(len(rows)), widths, left=left, color=PHASE_COLOURS[phase], label=phase)
@@ -107,7 +110,7 @@ def speedup_by_batch(speedups: list[Speedup]) -> str | None:
         if g.target == s.baseline.target or "batch_size" not in g.variant:
             continue
         rest = {k: v for k, v in g.variant.items() if k != "batch_size"}
-        name = "%s · %s%s" % (g.environment, g.target_label,
+        name = "%s · %s%s" % (g.environment, g.title,
                               "" if not rest else " · " + variant_text(rest))
         lines.setdefault(name, []).append((g.batch_size, s.ratio))
     lines = {k: sorted(v) for k, v in lines.items() if len(v) > 1}
@@ -157,7 +160,7 @@ def effect_bars(effects: list[tuple[str, Any, Group, Group, float]]) -> str | No
     if not effects:
         return None
     fig, ax = _bar_figure(len(effects))
-    names = ["%s=%s · %s · %s" % (opt, val, g.environment, g.target_label)
+    names = ["%s=%s · %s · %s" % (opt, val, g.environment, g.title)
              for opt, val, g, _, _ in effects]
     ratios = [e[4] for e in effects]
     ax.barh(range(len(effects)), ratios,
@@ -177,7 +180,7 @@ def scaling(rows: list[Any], reference: tuple[float, float]) -> str | None:
     lines: dict[str, list[tuple[int, float]]] = {}
     for row in rows:
         g = row.group
-        name = "%s · %s · %s%s" % (g.environment, g.target_label, row.mode,
+        name = "%s · %s · %s%s" % (g.environment, g.title, row.mode,
                                    "" if row.rest == "—" else " · " + row.rest)
         lines.setdefault(name, [(1, 1.0)]).append((row.world_size, row.speedup.ratio))
     if not lines:

@@ -1,20 +1,20 @@
 """From result files to the report's numbers: groups of repeats, speedups, effects, checks.
 
-Everything here is plain data (no HTML); report.py renders it and the tests check it.
+Everything here is plain data (no HTML); pages.py renders it and the tests check it. Records
+are read through the typed view (envbench.results.record.Result).
 """
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from bench import result
 from envbench import stats
 from envbench.report import hardware
-from envbench.results import contract, identity
-from envbench.results.identity import Identity
+from envbench.results.identity import Identity, variant_text
+from envbench.results.record import Epoch, Result
 
 NOISY_CV = 0.05
 # The value each swept optimisation is measured against ("what you get without it").
@@ -29,30 +29,13 @@ RESOURCE_ROWS = {"threads from": "threads_from", "CPU quota": "cpus", "cpuset": 
                  "memory limit": "memory", "swap limit": "swap", "GPUs asked": "gpus"}
 
 
-def money(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value >= 1 or value == 0:
-        return "$%.2f" % value
-    # Cloud prices make single epochs cost fractions of a cent: three significant digits,
-    # written out ($0.00000487), since "$4.87e-06" is no way to quote money.
-    if value < 1e-9:
-        return "<$0.000000001"
-    decimals = 2 - math.floor(math.log10(value))
-    return "$%.*f" % (decimals, value)
-
-
-def variant_text(variant: dict[str, Any]) -> str:
-    return " ".join("%s=%s" % kv for kv in sorted(variant.items())) or "—"
-
-
 @dataclass
 class Group:
     """The repeats of one measurement: results whose identity differs only in the repeat."""
 
     identity: Identity
     variant: dict[str, Any]
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Result] = field(default_factory=list)
     # Set by group(): what tells this group apart from others of the same environment,
     # target and variant (a quick run, synthetic data, another image...).
     marks: tuple[str, ...] = ()
@@ -70,32 +53,33 @@ class Group:
         return (self.environment, self.target, variant_text(self.variant), " ".join(self.marks))
 
     @property
-    def kind(self) -> tuple[str, ...]:
-        """Marks that a comparison across targets must share (quick with quick...)."""
+    def comparable_marks(self) -> tuple[str, ...]:
+        """Marks that a comparison across runs or targets must share (quick with quick...)."""
         return tuple(m for m in self.marks if m in KIND_MARKS)
 
     @property
-    def ok(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["status"] == "ok" and r["epochs"]]
+    def ok(self) -> list[Result]:
+        return [r for r in self.records if r.ok]
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["status"] != "ok"]
+    def failed(self) -> list[Result]:
+        return [r for r in self.records if r.status != "ok"]
 
-    def _cell(self, key: str) -> Any:
-        return self.records[0]["cell"].get(key)
+    @property
+    def first(self) -> Result:
+        """The record that speaks for the group where all repeats say the same: an ok one."""
+        return (self.ok or self.records)[0]
 
     @property
     def label(self) -> str | None:
         """The matrix's alias for the target (not a measurement)."""
-        return self._cell("target_label")
+        return self.records[0].cell.target_label
 
     @property
     def measured_names(self) -> list[str]:
         names = []
         for r in self.ok or self.records:
-            ranks = (r.get("parallel") or {}).get("world_size") or 1
-            name = hardware.measured_name(r["env"], self.device, ranks)
+            name = hardware.measured_name(r.env, self.device, r.world_size)
             if name and name not in names:
                 names.append(name)
         return names
@@ -119,7 +103,7 @@ class Group:
         """Label contradictions and repeats that ran on different hardware."""
         out = []
         for r in self.ok or self.records:
-            problem = hardware.contradiction(self.label, r["env"], self.device)
+            problem = hardware.contradiction(self.label, r.env, self.device)
             if problem and problem not in out:
                 out.append(problem)
         if len(self.measured_names) > 1:
@@ -127,8 +111,8 @@ class Group:
         return out
 
     @property
-    def resources(self) -> dict[str, Any] | None:
-        return self._cell("resources")
+    def resources(self) -> Mapping[str, Any] | None:
+        return self.records[0].cell.resources
 
     @property
     def resources_text(self) -> str | None:
@@ -152,35 +136,35 @@ class Group:
 
     @property
     def swap_method(self) -> str | None:
-        methods = {r["memory"].get("swap_peak_method") for r in self.ok} - {None}
+        methods = {r.memory["swap_peak_method"] for r in self.ok} - {None}
         return " / ".join(sorted(methods)) or None
 
     @property
-    def target_label(self) -> str:
-        """Short name for tables and charts: the measured hardware, else the label/target."""
-        return self.title
+    def price(self) -> float | None:
+        return self.records[0].cell.price_per_hour
 
     @property
-    def price(self) -> float | None:
-        return self._cell("price_per_hour")
+    def config(self) -> Mapping[str, Any]:
+        """The bench options, which every repeat shares (they are part of the identity)."""
+        return self.records[0].config
 
     @property
     def device(self) -> str:
-        return self.records[0]["config"].get("device") or "?"
+        return self.records[0].device
 
     @property
     def batch_size(self) -> int:
         """As bench ran it (the variant's value is the matrix's word for it)."""
-        return self.records[0]["config"]["batch_size"]
+        return int(self.config["batch_size"])
 
     @property
     def repeat_epoch_s(self) -> list[float]:
-        return [r["summary"]["epoch_s_median"] for r in self.ok]
+        return [r.summary.epoch_s_median for r in self.ok if r.summary.epoch_s_median]
 
     @property
-    def steady_epochs(self) -> list[dict[str, Any]]:
+    def steady_epochs(self) -> list[Epoch]:
         """Epochs after the warm-up one, pooled over repeats (the only one if that is all)."""
-        return [e for r in self.ok for e in (r["epochs"][1:] or r["epochs"])]
+        return [e for r in self.ok for e in r.steady_epochs]
 
     @property
     def epoch_s(self) -> float | None:
@@ -188,7 +172,7 @@ class Group:
 
     @property
     def epoch_walls(self) -> list[float]:
-        return [e["wall_s"] for e in self.steady_epochs]
+        return [e.wall_s for e in self.steady_epochs]
 
     @property
     def spread(self) -> tuple[float, float] | None:
@@ -209,17 +193,18 @@ class Group:
 
     @property
     def first_epoch_s(self) -> float | None:
-        firsts = [r["epochs"][0]["wall_s"] for r in self.ok]
+        firsts = [r.epochs[0].wall_s for r in self.ok]
         return stats.median(firsts) if firsts else None
 
     @property
     def samples_per_s(self) -> float | None:
-        rates = [r["summary"]["samples_per_s"] for r in self.ok]
+        rates = [r.summary.samples_per_s for r in self.ok if r.summary.samples_per_s is not None]
         return stats.median(rates) if rates else None
 
     @property
     def final_acc(self) -> float | None:
-        accs = [r["summary"]["final_test_acc"] for r in self.ok]
+        accs = [r.summary.final_test_acc for r in self.ok
+                if r.summary.final_test_acc is not None]
         return stats.median(accs) if accs else None
 
     @property
@@ -228,23 +213,23 @@ class Group:
         epochs = self.steady_epochs
         if not epochs:
             return {}
-        return {p: stats.median([e["phases_s"].get(p) or 0.0 for e in epochs])
+        return {p: stats.median([e.phase(p) for e in epochs])
                 for p in result.PHASES}
 
     def share(self, phase: str) -> float | None:
         epochs = self.steady_epochs
         if not epochs:
             return None
-        return stats.median([(e["phases_s"].get(phase) or 0.0) / e["wall_s"] for e in epochs])
+        return stats.median([e.phase(phase) / e.wall_s for e in epochs])
 
     def memory(self, key: str) -> int | None:
-        values = [r["memory"].get(key) for r in self.ok if r["memory"].get(key) is not None]
+        values = [r.memory[key] for r in self.ok if r.memory.get(key) is not None]
         return max(values) if values else None
 
     @property
     def run_s(self) -> float | None:
         """Median over repeats of a whole run: every epoch and its evaluation."""
-        runs = [sum(e["wall_s"] + (e.get("test_s") or 0.0) for e in r["epochs"]) for r in self.ok]
+        runs = [sum(e.wall_s + (e.test_s or 0.0) for e in r.epochs) for r in self.ok]
         return stats.median(runs) if runs else None
 
     @property
@@ -273,9 +258,9 @@ class Group:
         times = []
         for r in self.ok:
             elapsed = 0.0
-            for e in r["epochs"]:
-                elapsed += e["wall_s"]
-                if e.get("test_acc") is not None and e["test_acc"] >= goal:
+            for e in r.epochs:
+                elapsed += e.wall_s
+                if e.test_acc is not None and e.test_acc >= goal:
                     times.append(elapsed)
                     break
         return stats.median(times) if times else None
@@ -284,9 +269,10 @@ class Group:
         """Per-epoch median over repeats of train_loss or test_acc."""
         if not self.ok:
             return []
-        length = min(len(r["epochs"]) for r in self.ok)
-        return [stats.median([r["epochs"][i][key] for r in self.ok if r["epochs"][i].get(key)
-                              is not None] or [float("nan")]) for i in range(length)]
+        length = min(len(r.epochs) for r in self.ok)
+        values = [[getattr(r.epochs[i], key) for r in self.ok] for i in range(length)]
+        return [stats.median([v for v in at if v is not None] or [float("nan")])
+                for at in values]
 
 
 @dataclass
@@ -297,39 +283,16 @@ class Speedup:
     ci: tuple[float, float] | None
 
 
-@dataclass(frozen=True)
-class Loaded:
-    path: Path
-    record: dict[str, Any]
-
-
-def result_files(paths: list[Path]) -> list[Path]:
-    files: list[Path] = []
-    for path in paths:
-        files.extend(sorted(path.rglob("*.json")) if path.is_dir() else [path])
-    return files
-
-
-def load(paths: list[Path]) -> tuple[list[Loaded], list[tuple[str, str]]]:
-    """Valid results from files and folders, and (file, reason) for each one left out."""
-    loaded, skipped = [], []
-    for path in result_files(paths):
-        try:
-            loaded.append(Loaded(path, contract.load(path)))
-        except contract.InvalidResult as exc:
-            skipped.append((str(path), str(exc)))
-    return loaded, skipped
-
-
-def group(records: list[dict[str, Any]]) -> list[Group]:
-    """Repeats of one measurement together (see envbench.identity), in a stable order."""
+def group(records: list[Result]) -> list[Group]:
+    """Repeats of one measurement together (see envbench.results.identity), in a stable
+    order."""
     groups: dict[str, Group] = {}
     for record in records:
-        ident = identity.of_record(record)
-        g = groups.setdefault(ident.group, Group(ident, dict(record["cell"]["variant"])))
+        ident = record.identity
+        g = groups.setdefault(ident.group, Group(ident, dict(record.cell.variant)))
         g.records.append(record)
     for g in groups.values():
-        g.records.sort(key=lambda r: (r["cell"].get("repeat") or 0))
+        g.records.sort(key=lambda r: r.cell.repeat)
     _mark(list(groups.values()))
     return sorted(groups.values(), key=_order)
 
@@ -344,7 +307,7 @@ def _mark(groups: list[Group]) -> None:
         marks = []
         if g.identity.quick:
             marks.append("quick")
-        if dict(g.identity.data).get("source") == "synthetic":
+        if g.identity.data.synthetic:
             marks.append("synthetic data")
         g.marks = tuple(marks)
     clashes: dict[tuple[str, ...], list[Group]] = {}
@@ -358,9 +321,8 @@ def _mark(groups: list[Group]) -> None:
             extra = []
             if any(o.image_id != g.identity.image_id for o in others):
                 extra.append("image %s" % (g.identity.image_id or "none")[7:19])
-            if any(dict(o.data).get("sha256") != dict(g.identity.data).get("sha256")
-                   for o in others):
-                extra.append("data %s" % (dict(g.identity.data).get("sha256") or "?")[:8])
+            if any(o.data.sha256 != g.identity.data.sha256 for o in others):
+                extra.append("data %s" % (g.identity.data.sha256 or "?")[:8])
             if any(o.resources != g.identity.resources or o.options != g.identity.options
                    for o in others):
                 extra.append("run %s" % g.identity.group[:8])
@@ -381,11 +343,18 @@ def choose_baseline(groups: list[Group], wanted: str | None) -> str | None:
     if wanted is not None:
         return wanted if wanted in targets else None
     cpu = sorted({g.target for g in groups if g.device == "cpu"})
-    return (cpu or targets or [None])[0]
+    first = cpu or targets
+    return first[0] if first else None
+
+
+def seconds(g: Group) -> float:
+    """The median epoch of a group already known to have one (a sort key, a ratio)."""
+    assert g.epoch_s is not None, "%s has no finished repeat" % (g.key,)
+    return g.epoch_s
 
 
 def speedup(g: Group, base: Group) -> Speedup | None:
-    if not g.ok or not base.ok or not g.epoch_s:
+    if not g.epoch_s or not base.epoch_s:
         return None
     ratio = base.epoch_s / g.epoch_s
     ci = stats.bootstrap_ratio_ci(base.epoch_walls, g.epoch_walls) \
@@ -421,7 +390,7 @@ def speedups(groups: list[Group], baseline: str | None) -> dict[tuple[str, ...],
     for g in groups:
         if g.target == baseline:
             bases.setdefault(signature(g, CROSS_TARGET_OPTIONS, across_targets=True), g)
-    out = {}
+    out: dict[tuple[str, ...], Speedup] = {}
     for g in groups:
         base = bases.get(signature(g, CROSS_TARGET_OPTIONS, across_targets=True))
         if base is not None:
@@ -438,10 +407,10 @@ def effects(groups: list[Group]) -> list[tuple[str, Any, Group, Group, float]]:
     for option, base_value in EFFECT_BASELINES.items():
         without: dict[str, Group] = {}
         for g in groups:
-            if g.records[0]["config"].get(option) == base_value:
+            if g.config.get(option) == base_value:
                 without.setdefault(signature(g, (option,)), g)
         for g in groups:
-            value = g.records[0]["config"].get(option)
+            value = g.config.get(option)
             if option not in g.variant or value == base_value:
                 continue
             base = without.get(signature(g, (option,)))
@@ -451,26 +420,23 @@ def effects(groups: list[Group]) -> list[tuple[str, Any, Group, Group, float]]:
 
 
 def batch_sizes(groups: list[Group]) -> list[int]:
-    return sorted({int(r["config"]["batch_size"]) for g in groups for r in g.records
-                   if r["config"].get("batch_size") is not None})
+    return sorted({g.batch_size for g in groups})
 
 
 def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
                                                  dict[str, list[Any]], set[str]]:
     """Columns (environment, target), row names, values per row, and rows that differ."""
     values: dict[str, list[Any]] = {}
-    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    seen: dict[tuple[str, str], Result] = {}
     for g in groups:
-        record = (g.ok or g.records)[0]
-        seen.setdefault((g.environment, g.target), record)
+        seen.setdefault((g.environment, g.target), g.first)
     columns = sorted(seen)
     rows = list(FINGERPRINT_KEYS) + list(RESOURCE_ROWS) + ["image", "base digest", "lock",
                                                            "bench_sha256"]
     for row in rows:
         cells = []
         for column in columns:
-            env = seen[column]["env"]
-            image = env.get("image") or {}
+            env, image = seen[column].env, seen[column].image
             if row == "image":
                 cells.append(image.get("id"))
             elif row == "base digest":
@@ -478,15 +444,15 @@ def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
             elif row == "lock":
                 cells.append(image.get("lock_sha256"))
             elif row in RESOURCE_ROWS:
-                cells.append((seen[column]["cell"].get("resources") or {}).get(RESOURCE_ROWS[row]))
+                cells.append((seen[column].cell.resources or {}).get(RESOURCE_ROWS[row]))
             else:
                 cells.append(env.get(row))
         values[row] = cells
     # The image's installed packages (bench records them): the ones whose versions differ.
     packages = sorted({name for column in columns
-                       for name in (seen[column]["env"].get("packages") or {})}, key=str.lower)
+                       for name in seen[column].env.get("packages") or {}}, key=str.lower)
     for name in packages:
-        versions = [(seen[column]["env"].get("packages") or {}).get(name) for column in columns]
+        versions = [(seen[column].env.get("packages") or {}).get(name) for column in columns]
         if len(set(versions)) > 1:
             rows.append("package %s" % name)
             values["package %s" % name] = versions
@@ -496,7 +462,7 @@ def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
 
 def reproducibility(groups: list[Group]) -> dict[str, Any]:
     records = [r for g in groups for r in g.records]
-    hashes = sorted({r["env"].get("bench_sha256") for r in records if r["env"].get("bench_sha256")})
+    hashes = sorted({r.env["bench_sha256"] for r in records if r.env["bench_sha256"]})
     spread = []
     by_point: dict[tuple[str, str], list[Group]] = {}
     for g in groups:
@@ -504,11 +470,11 @@ def reproducibility(groups: list[Group]) -> dict[str, Any]:
             by_point.setdefault((g.target, variant_text(g.variant)), []).append(g)
     for (target, variant), members in sorted(by_point.items()):
         if len(members) > 1:
-            accs = [m.final_acc for m in members]
+            accs = [m.final_acc for m in members if m.final_acc is not None]
             spread.append((target, variant, min(accs), max(accs), max(accs) - min(accs)))
     weights = []
     for g in groups:
-        if len(g.ok) > 1 and all(r["config"].get("deterministic") for r in g.ok):
-            digests = {r["summary"].get("weights_sha256") for r in g.ok}
+        if len(g.ok) > 1 and all(r.config["deterministic"] for r in g.ok):
+            digests = {r.summary.weights_sha256 for r in g.ok}
             weights.append((g, len(digests) == 1))
     return {"bench_hashes": hashes, "accuracy_spread": spread, "weights": weights}

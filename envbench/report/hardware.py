@@ -7,6 +7,7 @@ in what was measured; otherwise the report flags the cell instead of trusting th
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 # Words that claim a vendor or a product family; generic words (cpu, gpu, laptop) claim none.
@@ -32,7 +33,7 @@ def _claims(label: str) -> list[str]:
     return claims
 
 
-def measured_name(env: dict[str, Any], device: str | None, ranks: int = 1) -> str | None:
+def measured_name(env: Mapping[str, Any], device: str | None, ranks: int = 1) -> str | None:
     """'NVIDIA H200', '2 × NVIDIA H200', 'AMD EPYC 7B13 · 2 threads', or under ddp on CPU
     'AMD EPYC 7B13 · 2 ranks × 1 thread'; None if not measured."""
     if device == "cuda":
@@ -40,27 +41,27 @@ def measured_name(env: dict[str, Any], device: str | None, ranks: int = 1) -> st
         if not name:
             return None
         count = env.get("gpu_count")
-        return "%d × %s" % (count, name) if isinstance(count, int) and count > 1 else name
+        return "%d × %s" % (count, name) if isinstance(count, int) and count > 1 else str(name)
     model = env.get("cpu_model") or env.get("device_name")
     if not model:
         return None
     threads = env.get("threads")
     if not isinstance(threads, int):
-        return model
+        return str(model)
     per_rank = "%d thread%s" % (threads, "" if threads == 1 else "s")
     return "%s · %s" % (model, per_rank if ranks <= 1 else "%d ranks × %s" % (ranks, per_rank))
 
 
-def contradiction(label: str | None, env: dict[str, Any], device: str | None) -> str | None:
+def contradiction(label: str | None, env: Mapping[str, Any], device: str | None) -> str | None:
     """'label says RTX 3060, measured NVIDIA H200' when the label names other hardware."""
     if not label:
         return None
     measured = [env.get("device_name"), env.get("cpu_model")] if device == "cuda" \
         else [env.get("cpu_model") or env.get("device_name")]
-    measured = [m for m in measured if m]
-    if not measured:
+    named = [str(m) for m in measured if m]
+    if not named:
         return None
-    seen = set(_tokens(" ".join(measured)))
+    seen = set(_tokens(" ".join(named)))
     if all(claim in seen for claim in _claims(label)):
         return None
-    return "label says %s, measured %s" % (label, measured[0])
+    return "label says %s, measured %s" % (label, named[0])

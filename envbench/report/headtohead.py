@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envbench.report import grouping, reference
-from envbench.report.grouping import Group, Speedup, variant_text
+from envbench.report.formats import money
+from envbench.report.grouping import Group, Speedup
+from envbench.results.identity import variant_text
 
 
 def verdict(s: Speedup | None) -> str:
@@ -36,7 +38,7 @@ def baseline_environment(groups: list[Group], wanted: str | None) -> str | None:
     if wanted is not None:
         return wanted if wanted in names else None
     for g in groups:
-        if any(reference.is_seed_stack(r["env"]) for r in g.ok):
+        if any(reference.is_seed_stack(r.env) for r in g.ok):
             return g.environment
     return names[0] if names else None
 
@@ -68,7 +70,7 @@ def tables(groups: list[Group], baseline: str | None) -> list[Table]:
     for (variant, marks), members in by_key.items():
         targets = list(dict.fromkeys(g.target for g in members))
         titles = {g.target: g.title for g in members}
-        bases = {}
+        bases: dict[str, Group] = {}
         for g in members:
             if g.environment == baseline:
                 bases.setdefault(grouping.signature(g, across_environments=True), g)
@@ -95,12 +97,13 @@ def cards(groups: list[Group], speedups: dict[Any, Speedup]) -> list[tuple[str, 
     ok = [g for g in groups if g.epoch_s is not None]
     out = []
     if ok:
-        fastest = min(ok, key=lambda g: g.epoch_s)
-        out.append(("Fastest configuration", "%.2f s/epoch" % fastest.epoch_s, _where(fastest)))
-    priced = [g for g in ok if g.cost_per_run is not None]
+        fastest = min(ok, key=grouping.seconds)
+        out.append(("Fastest configuration", "%.2f s/epoch" % grouping.seconds(fastest),
+                    _where(fastest)))
+    priced = [(g.cost_per_run, g) for g in ok if g.cost_per_run is not None]
     if priced:
-        cheapest = min(priced, key=lambda g: g.cost_per_run)
-        out.append(("Cheapest per run", _money(cheapest.cost_per_run), _where(cheapest)))
+        cost, cheapest = min(priced, key=lambda pair: pair[0])
+        out.append(("Cheapest per run", money(cost), _where(cheapest)))
     else:
         out.append(("Cheapest per run", "—", "no price_per_hour in the matrix"))
     gpu_over_cpu = [s for s in speedups.values()
@@ -111,20 +114,16 @@ def cards(groups: list[Group], speedups: dict[Any, Speedup]) -> list[tuple[str, 
                     "%s over %s" % (_where(best.group), best.baseline.title)))
     else:
         out.append(("Largest GPU/CPU speedup", "—", "no GPU and CPU cells of one stack"))
-    noisy = [g for g in ok if g.cv is not None]
+    noisy = [(g.cv, g) for g in ok if g.cv is not None]
     if noisy:
-        worst = max(noisy, key=lambda g: g.cv)
-        out.append(("Noisiest cell", "CV %.1f%%" % (100 * worst.cv), _where(worst)))
+        cv, worst = max(noisy, key=lambda pair: pair[0])
+        out.append(("Noisiest cell", "CV %.1f%%" % (100 * cv), _where(worst)))
     return out
 
 
 def _where(g: Group) -> str:
     variant = variant_text(g.variant)
     return "%s · %s%s" % (g.environment, g.title, "" if variant == "—" else " · " + variant)
-
-
-def _money(value: float) -> str:
-    return grouping.money(value)
 
 
 def ladder(groups: list[Group]) -> list[dict[str, Any]]:
@@ -138,7 +137,7 @@ def ladder(groups: list[Group]) -> list[dict[str, Any]]:
             by_signature.setdefault(option + grouping.signature(g, (option,)), []).append(g)
     for start in groups:
         swept = [o for o in start.variant if o in grouping.EFFECT_BASELINES]
-        config = start.records[0]["config"]
+        config = start.config
         if not swept or start.epoch_s is None or any(
                 config.get(o) != grouping.EFFECT_BASELINES[o] for o in swept):
             continue
@@ -147,17 +146,18 @@ def ladder(groups: list[Group]) -> list[dict[str, Any]]:
         for option in swept:
             key = option + grouping.signature(current, (option,))
             candidates = [g for g in by_signature.get(key, []) if g.epoch_s is not None
-                          and g.records[0]["config"].get(option)
+                          and g.config.get(option)
                           != grouping.EFFECT_BASELINES[option]]
             if not candidates:
                 continue
-            step = min(candidates, key=lambda g: g.epoch_s)
-            steps.append((option, step.records[0]["config"].get(option), current, step))
+            step = min(candidates, key=grouping.seconds)
+            steps.append((option, step.config.get(option), current, step))
             current = step
         if steps:
             rows.append({"start": start, "steps": [
                 {"option": option, "value": value, "group": step,
-                 "step": before.epoch_s / step.epoch_s, "total": start.epoch_s / step.epoch_s}
+                 "step": grouping.seconds(before) / grouping.seconds(step),
+                 "total": grouping.seconds(start) / grouping.seconds(step)}
                 for option, value, before, step in steps]})
     return rows
 

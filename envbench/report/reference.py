@@ -3,7 +3,11 @@ a measurement. Its setup: LeNet on CIFAR-10, the PyTorch tutorial's pipeline, 5 
 torch 1.12.1 + CUDA 11.6, an RTX 3060 (laptop) against an i7-11800H."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from envbench.report.grouping import Group
+from envbench.results.record import Result
 
 GB = 10**9
 
@@ -27,20 +31,19 @@ FIGURES: list[tuple[str, str | None, int | None, float, str]] = [
 ]
 
 
-def is_seed_stack(env: dict[str, Any]) -> bool:
+def is_seed_stack(env: Mapping[str, Any]) -> bool:
     """Whether a measured fingerprint is the write-up's stack (a CUDA 11.6 build of 1.12.1)."""
     torch = str(env.get("torch") or "")
     return torch.split("+")[0] == STACK["torch"] and env.get("cuda") == STACK["cuda"]
 
 
-def _is_write_up_setup(record: dict[str, Any]) -> bool:
-    config, cell = record["config"], record["cell"]
-    return (config.get("pipeline") == "classic" and config.get("amp") == "off"
-            and not config.get("channels_last") and config.get("compile") == "off"
-            and config.get("accumulate") == 1 and not cell.get("quick")
-            and config.get("model", "lenet") == "lenet"
-            and config.get("parallel", "none") == "none"
-            and is_seed_stack(record["env"]))
+def _is_write_up_setup(record: Result) -> bool:
+    config = record.config
+    return (config["pipeline"] == "classic" and config["amp"] == "off"
+            and not config["channels_last"] and config["compile"] == "off"
+            and config["accumulate"] == 1 and not record.cell.quick
+            and config["model"] == "lenet" and config["parallel"] == "none"
+            and is_seed_stack(record.env))
 
 
 def _text(value: float, unit: str) -> str:
@@ -52,11 +55,11 @@ def compare(groups: list[Any], fmt: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per write-up figure: the reference, and the seed stack's measured figure
     under the same setup where this report has it (``fmt`` formats seconds, ratios, shares
     and bytes the way the rest of the page does)."""
-    seed: dict[tuple[str, int], Any] = {}
+    seed: dict[tuple[str | None, int | None], Group] = {}
     for g in groups:
         ok = [r for r in g.ok if _is_write_up_setup(r)]
         if ok:
-            seed.setdefault((g.device, ok[0]["config"]["batch_size"]), g)
+            seed.setdefault((g.device, g.batch_size), g)
     rows = []
     for what, device, batch, value, unit in FIGURES:
         measured, where = None, None

@@ -7,25 +7,30 @@ this is weak scaling, the way the write-up quotes 1.7-1.9x on two GPUs.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from envbench import stats
 from envbench.report import grouping
-from envbench.report.grouping import Group, Speedup, variant_text
+from envbench.report.grouping import Group, Speedup
+from envbench.results.identity import variant_text
+from envbench.results.record import ModelInfo, Parallel
 
 # The write-up's DDP figure: two GPUs train 1.7-1.9x as fast as one, flattening past four.
 WRITE_UP_TWO_GPUS = (1.7, 1.9)
 SCALING_OPTIONS = ("parallel", "nproc")
 
 
-def parallel_of(g: Group) -> dict[str, Any]:
-    """The group's parallel section (every schema-3 record has one; upgrades say 'none')."""
+def parallel_of(g: Group) -> Parallel:
+    """The group's parallel section (every record that ran has one; upgrades say 'none'), else
+    what its options asked for."""
     for r in g.ok or g.records:
-        if r.get("parallel"):
-            return r["parallel"]
-    config = g.records[0]["config"]
-    return {"mode": config.get("parallel", "none"), "world_size": config.get("nproc") or 1}
+        if r.parallel is not None:
+            return r.parallel
+    config = g.config
+    return Parallel(config["parallel"], config["nproc"] or 1, None, g.batch_size,
+                    g.batch_size * (config["nproc"] or 1), None)
 
 
 @dataclass
@@ -48,23 +53,23 @@ class ScalingRow:
 
     @property
     def per_device_batch(self) -> Any:
-        return parallel_of(self.group).get("per_device_batch")
+        return parallel_of(self.group).per_device_batch
 
     @property
     def global_batch(self) -> Any:
-        return parallel_of(self.group).get("global_batch")
+        return parallel_of(self.group).global_batch
 
 
 def rows(groups: list[Group]) -> list[ScalingRow]:
     """Every dp/ddp group with a one-device counterpart, by environment, target, mode, size."""
     singles: dict[str, list[Group]] = {}
     for g in groups:
-        if g.epoch_s is not None and int(parallel_of(g).get("world_size") or 1) == 1:
+        if g.epoch_s is not None and parallel_of(g).world_size == 1:
             singles.setdefault(grouping.signature(g, SCALING_OPTIONS), []).append(g)
     out = []
     for g in groups:
         par = parallel_of(g)
-        mode = par.get("mode") or "none"
+        mode = par.mode
         if mode == "none" or g.epoch_s is None:
             continue
         candidates = [s for s in singles.get(grouping.signature(g, SCALING_OPTIONS), [])
@@ -72,11 +77,11 @@ def rows(groups: list[Group]) -> list[ScalingRow]:
         if not candidates:
             continue
         # One device means the plain loop where it ran; else the same mode with one rank.
-        one = min(candidates, key=lambda s: (parallel_of(s).get("mode") != "none",
-                                             parallel_of(s).get("mode") != mode))
+        one = min(candidates, key=lambda s: (parallel_of(s).mode != "none",
+                                             parallel_of(s).mode != mode))
         speedup = grouping.speedup(g, one)
         if speedup is not None:
-            out.append(ScalingRow(g, one, mode, int(par.get("world_size") or 1), speedup))
+            out.append(ScalingRow(g, one, mode, par.world_size, speedup))
     return sorted(out, key=lambda r: (r.group.environment, r.group.target, r.rest, r.mode,
                                       r.world_size))
 
@@ -84,29 +89,28 @@ def rows(groups: list[Group]) -> list[ScalingRow]:
 @dataclass
 class ModelRow:
     group: Group
-    model: dict[str, Any]
+    model: ModelInfo
     quantized: dict[str, Any] | None
 
 
 def model_rows(groups: list[Group]) -> list[ModelRow]:
     """A row per group that ran a light model or a quantised test pass (and the LeNet rows
     beside them, so the light ones have something to be compared with)."""
-    interesting = any(r["config"].get("model", "lenet") != "lenet"
-                      or r["config"].get("quantize_eval", "off") != "off"
+    interesting = any(r.config["model"] != "lenet" or r.config["quantize_eval"] != "off"
                       for g in groups for r in g.records)
     if not interesting:
         return []
     out = []
     for g in groups:
         ok = g.ok
-        if not ok or not ok[0].get("model"):
+        if not ok or ok[0].model is None:
             continue
-        quantized = [r["quantized_eval"] for r in ok if r.get("quantized_eval")]
-        out.append(ModelRow(g, ok[0]["model"], _median_quantized(quantized)))
+        quantized = [r.quantized_eval for r in ok if r.quantized_eval]
+        out.append(ModelRow(g, ok[0].model, _median_quantized(quantized)))
     return out
 
 
-def _median_quantized(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _median_quantized(entries: list[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The repeats' quantised test passes: median of each figure."""
     if not entries:
         return None

@@ -1,4 +1,5 @@
-"""Which stored results belong to the current matrix: `nox -s report` without folders.
+"""Which stored results a report takes: the current matrix's cells (`nox -s report` without
+folders), or what folders given by path hold, narrowed by the selection options.
 
 A results folder collects everything ever run into it: older images, quick runs, other
 matrices, cells since removed. The report of "the current matrix" takes, for each of its
@@ -17,9 +18,12 @@ from envbench.engine.host import Host
 from envbench.errors import UserError
 from envbench.images import dockerfile
 from envbench.images import lock as lockmod
+from envbench.matrix import models
 from envbench.matrix.models import Matrix
-from envbench.report.grouping import Loaded, variant_text
-from envbench.results import identity
+from envbench.options import Options
+from envbench.results import store
+from envbench.results.identity import DataIdentity, variant_text
+from envbench.results.record import Result
 
 
 def _slot(environment: Any, target: Any, variant: dict[str, Any], quick: bool,
@@ -37,8 +41,9 @@ def _planned_tags(m: Matrix, names: set[str], matrix_dir: Path,
         try:
             current = None
             if env.source == "pip":
-                state, current = lockmod.status(name, env, matrix_dir, locks_dir)
-                if state != "current":
+                found = lockmod.status(name, env, matrix_dir, locks_dir)
+                current = found.lock
+                if found.state is not lockmod.LockState.CURRENT:
                     tags[name] = None
                     continue
             tags[name] = dockerfile.plan(name, env, matrix_dir, current).tag
@@ -47,29 +52,54 @@ def _planned_tags(m: Matrix, names: set[str], matrix_dir: Path,
     return tags
 
 
-def expected_data(synthetic: bool, data_dir: Path | None) -> dict[str, Any] | None:
+def expected_data(synthetic: bool, data_dir: Path | None) -> DataIdentity:
     """The data the current run uses; sha256 None when the data set is not here to digest."""
     if synthetic:
-        return {"source": "synthetic", "sha256": None}
+        return dataset.identity_of(None)
     root = data_dir or dataset.default_cache()
-    return {"source": "cifar10", "sha256": dataset.digest(root) if dataset.is_ready(root)
-            else None}
+    return dataset.identity_of(root) if dataset.is_ready(root) else DataIdentity("cifar10")
 
 
-def current(loaded: list[Loaded], m: Matrix, cells: list[cellmod.Cell], synthetic: bool,
+def current_results(opts: Options) -> tuple[list[Result], list[tuple[str, str]], str]:
+    """The results of the current matrix's cells in REPORTS/results, the files left out with
+    their reasons, and a phrase saying where they came from."""
+    m = models.load(opts.matrix_path)
+    chosen = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick)
+    folder = opts.results_dir
+    loaded, skipped = store.load_all([folder])
+    synthetic = opts.synthetic or m.benchmark.data == "synthetic"
+    loaded, left_out = current(loaded, m, chosen, synthetic, opts.data_dir, opts.matrix_dir,
+                               opts.quick, opts.locks_dir)
+    return loaded, sorted(skipped + left_out), "%s for the cells of %s" % (folder,
+                                                                             opts.matrix_path)
+
+
+def matching(loaded: list[Result], opts: Options) -> list[Result]:
+    """Results from folders given by path, narrowed by --env, --target, --kind, --quick and
+    --synthetic."""
+    def keep(r: Result) -> bool:
+        return ((not opts.envs or r.cell.environment in opts.envs)
+                and (not opts.targets or r.cell.target in opts.targets)
+                and (opts.kind is None or r.device == opts.kind)
+                and (not opts.quick or r.cell.quick)
+                and (not opts.synthetic or bool(r.config["synthetic"])))
+    return [r for r in loaded if keep(r)]
+
+
+def current(loaded: list[Result], m: Matrix, cells: list[cellmod.Cell], synthetic: bool,
             data_dir: Path | None, matrix_dir: Path, quick: bool,
-            locks_dir: Path) -> tuple[list[Loaded], list[tuple[str, str]]]:
+            locks_dir: Path) -> tuple[list[Result], list[tuple[str, str]]]:
     """(results of the current matrix's cells, [(file, why it was left out)])."""
     by_slot = {_slot(c.environment, c.target, c.variant, c.quick, c.repeat): c for c in cells}
     environments = {c.environment for c in cells}
     targets = {c.target for c in cells}
     tags = _planned_tags(m, environments, matrix_dir, locks_dir)
     data = expected_data(synthetic, data_dir)
-    chosen: dict[tuple[Any, ...], Loaded] = {}
+    chosen: dict[tuple[Any, ...], Result] = {}
     left_out: list[tuple[str, str]] = []
     for item in loaded:
-        reason, slot = _judge(item.record, by_slot, environments, targets, tags, data, m,
-                              synthetic, quick)
+        reason, slot = _judge(item, by_slot, environments, targets, tags, data, m, synthetic,
+                              quick)
         if reason is not None:
             left_out.append((str(item.path), reason))
             continue
@@ -83,50 +113,50 @@ def current(loaded: list[Loaded], m: Matrix, cells: list[cellmod.Cell], syntheti
     return list(chosen.values()), sorted(left_out)
 
 
-def _written(item: Loaded) -> tuple[str, str]:
-    return (str(item.record.get("written_at") or ""), item.path.name)
+def _written(item: Result) -> tuple[str, str]:
+    return (item.written_at, item.path.name if item.path else "")
 
 
-def _superseded(by: Loaded) -> str:
-    return "superseded by %s, a later result of the same cell" % by.path.name
+def _superseded(by: Result) -> str:
+    return "superseded by %s, a later result of the same cell" % (by.path.name if by.path
+                                                                    else "another result")
 
 
-def _judge(record: dict[str, Any], by_slot: dict[tuple[Any, ...], cellmod.Cell],
+def _judge(record: Result, by_slot: dict[tuple[Any, ...], cellmod.Cell],
            environments: set[str], targets: set[str], tags: dict[str, str | None],
-           data: dict[str, Any] | None, m: Matrix, synthetic: bool,
+           data: DataIdentity, m: Matrix, synthetic: bool,
            quick: bool) -> tuple[str | None, tuple[Any, ...]]:
-    cell = record["cell"]
-    env_name, target_name = cell.get("environment"), cell.get("target")
-    slot = _slot(env_name, target_name, cell.get("variant") or {}, bool(cell.get("quick")),
-                 cell.get("repeat"))
+    cell = record.cell
+    env_name, target_name = cell.environment, cell.target
+    slot = _slot(env_name, target_name, dict(cell.variant), cell.quick, cell.repeat)
     if env_name not in environments:
         return "environment %s is not among the current matrix's selected cells" \
             % (env_name or "(none)"), slot
     if target_name not in targets:
         return "target %s is not among the current matrix's selected cells" \
             % (target_name or "(none)"), slot
-    if bool(cell.get("quick")) != quick:
+    if cell.quick != quick:
         return ("a --quick run (report it with --quick)" if not quick
                 else "a full run (this report is of --quick runs)"), slot
-    measured = identity.of_record(record)
-    source = dict(measured.data).get("source")
-    if (source == "synthetic") != synthetic:
+    measured = record.identity
+    if measured.data.synthetic != synthetic:
         return ("synthetic data (report it with --synthetic)" if not synthetic
                 else "real data (this report is of --synthetic runs)"), slot
     wanted = by_slot.get(slot)
     if wanted is None:
         return "not a cell of the current matrix (variant %s, repeat %s)" % (
-            variant_text(cell.get("variant") or {}), cell.get("repeat")), slot
-    tag = (record["env"].get("image") or {}).get("tag")
-    if tags.get(env_name) is not None and tag != tags[env_name]:
+            variant_text(dict(cell.variant)), cell.repeat), slot
+    tag = record.image.get("tag")
+    if tags.get(env_name or "") is not None and tag != tags[env_name or ""]:
         return "another image of %s (%s; the matrix now builds %s)" % (
-            env_name, tag or "not built", tags[env_name]), slot
-    recorded = cell.get("resources") or {}
+            env_name, tag or "not built", tags[env_name or ""]), slot
+    recorded = cell.resources or {}
     host = Host(recorded.get("host_cpus") or os.cpu_count() or 1,
                 recorded.get("host_memory_bytes"))
-    expected_data_now = dict(data or {}, sha256=(data or {}).get("sha256")
-                             or dict(measured.data).get("sha256"))
-    expected = cellmod.prepare(wanted, m.targets[target_name], host, expected_data_now,
+    # Where the data set is not here to digest, the recorded digest is taken at its word.
+    data_now = DataIdentity(data.source, data.sha256 or measured.data.sha256)
+    assert target_name is not None
+    expected = cellmod.prepare(wanted, m.targets[target_name], host, data_now,
                                measured.image_id).identity
     if expected != measured:
         return "measured otherwise than the matrix now says: %s" % "; ".join(

@@ -10,7 +10,7 @@ import copy
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 from jsonschema.exceptions import best_match
@@ -22,7 +22,6 @@ MAX_DEPTH = 32
 MAX_INT_DIGITS = 18  # beyond int64: no count, size or seed is that large
 SCHEMA_1 = "envbench.result/1"
 SCHEMA_2 = "envbench.result/2"
-OLDER = (SCHEMA_1, SCHEMA_2)
 
 
 class InvalidResult(ValueError):
@@ -34,7 +33,7 @@ def _strict_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-_Validator = jsonschema.validators.extend(
+_Validator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
     jsonschema.Draft202012Validator,
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer",
                                                                        _strict_integer))
@@ -117,7 +116,7 @@ def check(record: Any) -> dict[str, Any]:
     if error is not None:
         where = _where(error.absolute_path)
         raise InvalidResult("%s%s" % (where + ": " if where else "", _short(error.message)))
-    return record
+    return cast("dict[str, Any]", record)
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -146,7 +145,7 @@ def upgrade_1(old: dict[str, Any]) -> dict[str, Any]:
     sections = [record.get(k) for k in ("cell", "config", "env", "memory", "summary")]
     if not all(isinstance(s, dict) for s in sections):
         return record  # the schema check names what is missing
-    cell, config, env, memory, summary = sections
+    cell, config, env, memory, summary = cast("list[dict[str, Any]]", sections)
     cell.setdefault("id", None)
     cell.setdefault("quick", None)
     device = config.get("device")

@@ -21,20 +21,45 @@ RESOURCE_KEYS = ("device", "cpus", "cpuset", "threads", "memory", "swap", "gpus"
 
 
 @dataclass(frozen=True)
+class DataIdentity:
+    """Which data a cell measures on: synthetic, or CIFAR-10 named by its files' sha256 (None
+    where the data set is not here to digest: each cloud VM fetches its own)."""
+
+    source: str                 # "cifar10" or "synthetic"
+    sha256: str | None = None
+
+    @property
+    def synthetic(self) -> bool:
+        return self.source == "synthetic"
+
+    def as_record(self) -> dict[str, Any]:
+        return {"source": self.source, "sha256": self.sha256}
+
+
+SYNTHETIC = DataIdentity("synthetic")
+
+
+def variant_text(variant: dict[str, Any], empty: str = "—") -> str:
+    """A cell's swept options in words, the one way every table and line writes them."""
+    return " ".join("%s=%s" % kv for kv in sorted(variant.items())) or empty
+
+
+@dataclass(frozen=True)
 class Identity:
     environment: str
     target: str
     image_id: str | None
     resources: tuple[tuple[str, Any], ...]
     options: tuple[tuple[str, Any], ...]
-    data: tuple[tuple[str, Any], ...]
+    data: DataIdentity
     quick: bool
     repeat: int
 
     def fields(self, repeat: bool = True) -> dict[str, Any]:
-        fields = {"environment": self.environment, "target": self.target,
+        fields: dict[str, Any] = {"environment": self.environment, "target": self.target,
                   "image_id": self.image_id, "resources": dict(self.resources),
-                  "options": dict(self.options), "data": dict(self.data), "quick": self.quick}
+                  "options": dict(self.options), "data": self.data.as_record(),
+                  "quick": self.quick}
         if repeat:
             fields["repeat"] = self.repeat
         return fields
@@ -53,7 +78,7 @@ class Identity:
         makes it unique: a quick run or another image never lands on a full run's file."""
         slug = "_".join("%s-%s" % (k.replace("_", ""), v) for k, v in sorted(variant.items()))
         markers = ["quick"] if self.quick else []
-        if dict(self.data).get("source") == "synthetic":
+        if self.data.synthetic:
             markers.append("synthetic")
         readable = "__".join([self.environment, self.target, slug or "base", *markers,
                               "r%d" % self.repeat])
@@ -93,13 +118,13 @@ def _frozen(mapping: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def make(environment: str, target: str, image_id: str | None, resources: dict[str, Any],
-         options: dict[str, Any], data: dict[str, Any], quick: bool, repeat: int) -> Identity:
+         options: dict[str, Any], data: DataIdentity, quick: bool, repeat: int) -> Identity:
     """THE definition of a measurement's identity (see the module docstring)."""
     return Identity(
         environment=environment, target=target, image_id=image_id,
         resources=_frozen({k: resources.get(k) for k in RESOURCE_KEYS}),
         options=_frozen({k: v for k, v in options.items() if k not in NOT_MEASURED}),
-        data=_frozen({"source": data.get("source"), "sha256": data.get("sha256")}),
+        data=data,
         quick=bool(quick), repeat=int(repeat))
 
 
@@ -107,7 +132,8 @@ def of_record(record: dict[str, Any]) -> Identity:
     """The identity of a stored (schema-checked) result, from what the record itself says."""
     cell, config = record["cell"], record["config"]
     image = record["env"].get("image") or {}
-    data = cell.get("data") or {"source": "synthetic" if config.get("synthetic") else "cifar10"}
+    recorded = cell.get("data") or {"source": "synthetic" if config.get("synthetic") else "cifar10"}
+    data = DataIdentity(recorded.get("source") or "cifar10", recorded.get("sha256"))
     return make(environment=cell.get("environment") or "?",
                 target=cell.get("target") or config.get("device") or "?",
                 image_id=image.get("id"), resources=cell.get("resources") or {},

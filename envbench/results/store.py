@@ -1,19 +1,19 @@
-"""Result files on the host: where a cell's lives, whether it is current, and the records the
-host writes itself (failures before bench could write one)."""
+"""Result files on the host: where a cell's lives, whether it is current, reading a folder of
+them through the contract, and the record the host writes when bench could write none."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 from bench import result
-from envbench.cells.expansion import Cell
-from envbench.cells.resources import Resources
 from envbench.results import contract, identity
 from envbench.results.identity import Identity
+from envbench.results.record import Result
 
 
-def path_for(results_dir: Path, ident: Identity, cell: Cell) -> Path:
-    return results_dir / ("%s.json" % ident.file_stem(cell.variant))
+def path_for(results_dir: Path, ident: Identity, variant: dict[str, Any]) -> Path:
+    """Where a cell's result lives: its file stem, in the results folder."""
+    return results_dir / ("%s.json" % ident.file_stem(variant))
 
 
 def read(path: Path) -> dict[str, Any] | None:
@@ -41,21 +41,24 @@ def host_failure(config: dict[str, Any], error_type: str, message: str) -> dict[
     return record
 
 
-def annotate(record: dict[str, Any], cell: Cell, ident: Identity, label: str | None,
-             price: float | None, resources: Resources, image: dict[str, Any],
-             target_accuracy: float | None) -> dict[str, Any]:
-    """Fill the sections only the host knows, so a result file explains itself."""
-    record["cell"] = {
-        "environment": cell.environment, "target": cell.target, "target_label": label,
-        "price_per_hour": price, "repeat": cell.repeat, "variant": dict(cell.variant),
-        "id": ident.file_stem(cell.variant), "quick": cell.quick,
-        "resources": resources.as_record(), "data": dict(ident.data),
-        "target_accuracy": target_accuracy,
-    }
-    env = record.setdefault("env", {})
-    env["image"] = dict(env.get("image") or {}, **image)
-    return record
-
-
 def write(path: Path, record: dict[str, Any]) -> None:
     result.write_atomic(str(path), record)
+
+
+def result_files(paths: list[Path]) -> list[Path]:
+    """The result files among ``paths``: files as given, folders searched for *.json."""
+    files: list[Path] = []
+    for path in paths:
+        files.extend(sorted(path.rglob("*.json")) if path.is_dir() else [path])
+    return files
+
+
+def load_all(paths: list[Path]) -> tuple[list[Result], list[tuple[str, str]]]:
+    """Valid results from files and folders, and (file, reason) for each one left out."""
+    loaded, skipped = [], []
+    for path in result_files(paths):
+        try:
+            loaded.append(Result.of(contract.load(path), path))
+        except contract.InvalidResult as exc:
+            skipped.append((str(path), str(exc)))
+    return loaded, skipped

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import docker
 import pytest
+from cifar_fixture import write_cifar
+
+from envbench.images import baseimage
+from envbench.images import wheelhouse as wheelhouses
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from cifar_fixture import write_cifar  # noqa: E402
-
-from envbench import provision  # noqa: E402
 
 E2E_MATRIX = ROOT / "tests" / "e2e" / "matrix.yaml"
 TORCH = "2.13.0"
@@ -38,8 +37,8 @@ def client() -> docker.DockerClient:
 
 @pytest.fixture(scope="session")
 def base_tag(client) -> str:
-    """The Debian base, as the demo gets it (envbench.provision): debootstrap with no registry."""
-    return provision.ensure_base(client)
+    """The Debian base, as the demo gets it (baseimage): debootstrap with no registry."""
+    return baseimage.ensure_base(client)
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +47,7 @@ def wheelhouse(client, python_base) -> Path:
     (containers cannot reach the index here)."""
     python = client.containers.run(python_base, ["python3", "-c", "import sys; print('%d.%d' "
                                                  "% sys.version_info[:2])"], remove=True)
-    return provision.ensure_wheelhouse(TORCH, python.decode().strip())
+    return wheelhouses.ensure_wheelhouse(TORCH, python.decode().strip())
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +62,7 @@ def cifar(tmp_path_factory) -> Path:
 def python_base(client, base_tag) -> str:
     """The Debian base with python3 and venv: a pip stack built on it needs no apt, so its
     build runs with the network off."""
-    return provision.ensure_python_base(client, base_tag)
+    return baseimage.ensure_python_base(client, base_tag)
 
 
 @pytest.fixture(scope="session")

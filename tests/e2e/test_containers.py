@@ -20,6 +20,7 @@ from envbench.engine import gpu, sandbox
 from envbench.engine.host import Host
 from envbench.matrix import models
 from envbench.matrix.models import Settings, Target
+from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
 
 pytestmark = pytest.mark.e2e
 
@@ -149,7 +150,7 @@ def _cell(target: str = "cpu") -> Cell:
 def _run_cell(client, target: Target, image, folder: Path) -> dict:
     """One cell through the runner, as the kit's bench command would run it."""
     p = expansion.prepare(_cell("gpu" if target.device == "cuda" else "cpu"), target, 2,
-                      {"source": "synthetic", "sha256": None}, image.id)
+                      SYNTHETIC_DATA, image.id)
     return containerrun.run_cell(client, p.command(), p.config, target, p.resources, image,
                                  containerrun.Mounts(folder, folder, None),
                                  folder / ("%s.json" % p.file_stem))
@@ -197,7 +198,7 @@ def test_a_running_cell_is_locked_down_and_limited(client, first_run, tmp_path):
     target = Target(device="cpu", cpus=1, label="CPU", price_per_hour=0)
     mounts = containerrun.Mounts(tmp_path, tmp_path, None)
     host = Host.of_engine(client)
-    p = expansion.prepare(_cell(), target, host, {"source": "synthetic", "sha256": None}, image.id)
+    p = expansion.prepare(_cell(), target, host, SYNTHETIC_DATA, image.id)
     options = containerrun.container_options(p.command(), p.resources, image, mounts, p.file_stem)
     seen = _read_back(client, image, options)
     out, lines = seen["text"], seen["lines"]

@@ -13,6 +13,7 @@ from conftest import ROOT
 from envbench.commands import doctor
 from envbench.engine import gpu
 from envbench.matrix import models
+from envbench.options import Options
 
 pytestmark = pytest.mark.e2e
 
@@ -64,4 +65,5 @@ def test_doctor_prints_every_check_with_the_gpu_ones_failing_and_their_fix(clien
         assert any(line.startswith("✘ %s: CUDA" % name) for line in checks)
     assert lines[-1].startswith("%d check(s), " % len(checks))
     out = io.StringIO()
-    assert doctor.doctor(m, ROOT, out=out) == 0 and "✘ GPUs and driver" in out.getvalue()
+    assert doctor.run(Options(matrix_path=ROOT / "matrix.yaml"), out=out) == 0
+    assert "✘ GPUs and driver" in out.getvalue()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import E2E_MATRIX, envbench
 
-from envbench.images import dockerfile, lock, wheelcache
+from envbench.images import build, dockerfile, lock, wheelcache
 from envbench.matrix.models import load
 
 pytestmark = pytest.mark.e2e
@@ -101,8 +101,8 @@ def test_a_build_has_no_network_and_two_builds_of_one_lock_install_the_same(clie
     first = client.images.get(plan.tag)
     freeze_one = _in_image(client, first.id, "/opt/venv/bin/pip freeze")
     client.images.remove(first.id, force=True)
-    rebuilt = dockerfile.build(client, plan, tmp_path / "logs", allow_pull=False,
-                           out=io.StringIO(), nocache=True)
+    rebuilt = build.build(client, plan, tmp_path / "logs", allow_pull=False,
+                      out=io.StringIO(), nocache=True)
     freeze_two = _in_image(client, rebuilt.id, "/opt/venv/bin/pip freeze")
     client.images.remove(rebuilt.id, force=True)
     assert freeze_one == freeze_two and "torch==2.13.0+cpu" in freeze_one

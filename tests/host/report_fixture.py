@@ -5,12 +5,16 @@ plus one failed cell and, on request, an environment with a hostile name.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import random
 import statistics
 from pathlib import Path
+from typing import Any
 
 from bench import result
+from envbench.results import contract
+from envbench.results.record import Result
 
 HOSTILE = "<script>alert(1)</script>"
 # (device, label, price, epoch seconds at batch 256, at batch 32): the write-up's figures.
@@ -130,3 +134,8 @@ def write_set(folder: Path, hostile: bool = False, failed: bool = True) -> list[
     for i, record in enumerate(records):
         result.write_atomic(str(folder / ("%03d.json" % i)), record)
     return records
+
+
+def viewed(records: list[dict[str, Any]]) -> list[Result]:
+    """Records as the report reads them: checked by the contract, then the typed view."""
+    return [Result.of(contract.check(copy.deepcopy(r))) for r in records]

@@ -17,6 +17,9 @@ from envbench.cloud import plan, tasks
 from envbench.cloud import sky as skyapi
 from envbench.errors import UserError
 from envbench.matrix import models
+from envbench.options import Options
+from envbench.results.clusters import ClusterState
+from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = Path(__file__).resolve().parent / "data" / "skypilot-catalog"
@@ -132,14 +135,14 @@ def test_the_dry_run_prints_the_plan_and_writes_three_valid_task_yamls(sky_home,
 def test_no_cloud_targets_and_unknown_ones_are_clear_errors(tmp_path):
     m = models.parse(GOOD)
     with pytest.raises(UserError, match="no cloud targets"):
-        plan.plan(m, ROOT / "matrix.yaml", ROOT, tmp_path, None, None, False, None)
+        plan.plan(m, Options(matrix_path=ROOT / "matrix.yaml", reports_dir=tmp_path), ROOT)
     with pytest.raises(UserError, match="not a cloud target: cpu"):
-        plan.plan(models.parse(three()), ROOT / "matrix.yaml", ROOT, tmp_path, ["cpu"],
-                  None, False, None)
+        plan.plan(models.parse(three()), Options(matrix_path=ROOT / "matrix.yaml",
+                                                 reports_dir=tmp_path, targets=("cpu",)), ROOT)
     # Refused before anything is planned or launched, not a traceback from the VM's digest.
     with pytest.raises(UserError, match="--data .*: no CIFAR-10 there"):
-        plan.plan(models.parse(three()), ROOT / "matrix.yaml", ROOT, tmp_path, None,
-                  tmp_path, False, None)
+        plan.plan(models.parse(three()), Options(matrix_path=ROOT / "matrix.yaml",
+                                                 reports_dir=tmp_path, data_dir=tmp_path), ROOT)
 
 
 def test_earlier_results_give_the_time_and_cost_estimate(sky_home, tmp_path):
@@ -155,8 +158,8 @@ def test_earlier_results_give_the_time_and_cost_estimate(sky_home, tmp_path):
     record = make_record("g", "gpu", 256, 0, random.Random(1))
     record["cell"]["target"] = "h100"
     result.write_atomic(str(results / "a.json"), record)
-    (p,) = plan.plan(m, ROOT / "matrix.yaml", ROOT, tmp_path / "reports", ["h100"], None,
-                     False, None)
+    (p,) = plan.plan(m, Options(matrix_path=ROOT / "matrix.yaml",
+                                reports_dir=tmp_path / "reports", targets=("h100",)), ROOT)
     first, steady = record["summary"]["first_epoch_s"], record["summary"]["epoch_s_median"]
     # The matrix's 2 epochs per cell: the first epoch, then one steady one, and the overhead.
     per_cell = first + steady + plan.CELL_OVERHEAD_S
@@ -171,10 +174,10 @@ def test_local_runs_leave_cloud_targets_to_their_vms_and_check_lists_them(tmp_pa
 
     path = tmp_path / "matrix.yaml"
     path.write_text(three())
-    _, everything = matrixrun.plan_cells(matrixrun.Options(matrix_path=path))
+    _, everything = matrixrun.plan_cells(Options(matrix_path=path))
     assert {c.target for c in everything} == {"gpu", "cpu"}
     # On the VM the kit names its target: then it runs there.
-    _, on_vm = matrixrun.plan_cells(matrixrun.Options(matrix_path=path, targets=["l4"]))
+    _, on_vm = matrixrun.plan_cells(Options(matrix_path=path, targets=("l4",)))
     assert {c.target for c in on_vm} == {"l4"}
     proc = subprocess.run([sys.executable, "-m", "envbench", "check", "--matrix", str(path),
                            "--synthetic"], cwd=ROOT, stdout=subprocess.PIPE,
@@ -232,7 +235,8 @@ def test_when_rsync_cannot_reach_the_cluster_the_job_log_brings_the_results_home
                            "{accelerators: \"H100:1\", infra: lambda}}")
     m = models.parse(text)
     reports = tmp_path / "reports"
-    (p,) = plan.plan(m, ROOT / "matrix.yaml", ROOT, reports, ["h100"], None, True, None)
+    (p,) = plan.plan(m, Options(matrix_path=ROOT / "matrix.yaml", reports_dir=reports,
+                                targets=("h100",), synthetic=True), ROOT)
     record = make_record("g", "gpu", 256, 0, random.Random(3))
     record["cell"]["target"], record["cell"]["price_per_hour"] = "h100", None
     other = make_record("g", "gpu", 256, 1, random.Random(4))  # another target's: left out
@@ -240,14 +244,14 @@ def test_when_rsync_cannot_reach_the_cluster_the_job_log_brings_the_results_home
         json.dumps(r).encode()).decode()) for name, r in (("mine.json", record),
                                                           ("theirs.json", other)))
     fan = fanout.FanOut([p], launcher=None, m=m, reports=reports,
-                        data={"source": "synthetic", "sha256": None})
+                        data=SYNTHETIC_DATA)
     outcome = fan.outcomes["h100"]
     refused = Remote("127.0.0.1", ["ssh", "-F", "/dev/null", "-p", "1", "-o", "BatchMode=yes",
                                    "-o", "ConnectTimeout=5"])
     fan._bring_home(p, outcome, refused, log)
     said = capsys.readouterr().out
     assert "[h100] rsync failed (exit " in said and "restoring results from the job's log" in said
-    assert outcome.fetched_by == "the job's log" and outcome.state == "done"
+    assert outcome.fetched_by == "the job's log" and outcome.state is ClusterState.DONE
     assert outcome.results == ["mine.json"]
     home = json.loads((reports / "results" / "mine.json").read_text())
     assert home["cell"]["price_per_hour"] == 2.0 and home["cell"]["price_source"] == "matrix"

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from report_fixture import make_record
+from report_fixture import make_record, viewed
 
 from bench import result
-from envbench.report import compare, grouping, headtohead, pages, scaling
+from envbench.report import compare, formats, grouping, headtohead, pages, scaling
+from envbench.results import store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,11 +64,12 @@ def _versus_cell(page: str, env: str, column: int) -> str:
 
 def test_two_environments_on_one_target_get_a_ratio_an_interval_and_a_verdict(tmp_path):
     records = two_stacks(random.Random(1), factor=0.66)
-    page = pages.render([write(tmp_path / "r", records)], tmp_path / "out")["html"].read_text()
+    written = pages.render_files([write(tmp_path / "r", records)], tmp_path / "out")
+    page = written["html"].read_text()
     # The baseline is the write-up's stack, found by what was measured, not by its name.
     assert re.search(r"against\s+<b>zz-seed</b>", page)
     assert "baseline" in _versus_cell(page, "zz-seed", 0)
-    groups = grouping.group(records)
+    groups = grouping.group(viewed(records))
     # Column 0 is the first target in the report's order: cpu.
     seed = next(g for g in groups if g.environment == "zz-seed" and g.target == "cpu")
     newer = next(g for g in groups if g.environment == "newer" and g.target == "cpu")
@@ -76,28 +78,29 @@ def test_two_environments_on_one_target_get_a_ratio_an_interval_and_a_verdict(tm
     low, high = map(float, re.search(r"faster \((\d+\.\d+)–(\d+\.\d+)\)", cell).groups())
     assert "%.2f× faster" % ratio in cell and low <= ratio <= high and low > 1
     # Another baseline on request.
-    other = pages.render([tmp_path / "r"], tmp_path / "o2", baseline_env="newer")
+    other = pages.render_files([tmp_path / "r"], tmp_path / "o2", baseline_env="newer")
     assert "slower" in _versus_cell(other["html"].read_text(), "zz-seed", 0)
 
 
 def test_no_verdict_when_the_interval_holds_one(tmp_path):
     rng = random.Random(2)
     records = [r for r in two_stacks(rng, factor=1.0)]
-    page = pages.render([write(tmp_path / "r", records)], tmp_path / "out")["html"].read_text()
+    written = pages.render_files([write(tmp_path / "r", records)], tmp_path / "out")
+    page = written["html"].read_text()
     cell = _versus_cell(page, "newer", 0)
     assert "no difference at this noise" in cell and "faster" not in cell
 
 
 def test_cards_answer_the_questions(tmp_path):
     records = two_stacks(random.Random(3), factor=0.66)
-    context = pages.build_context(records, [], None, 0.5)
+    context = pages.build_context(viewed(records), [], None, 0.5)
     cards = {question: (answer, where) for question, answer, where in context["cards"]}
-    groups = grouping.group(records)
+    groups = grouping.group(viewed(records))
     fastest = min(groups, key=lambda g: g.epoch_s)
     assert cards["Fastest configuration"] == ("%.2f s/epoch" % fastest.epoch_s,
                                               headtohead._where(fastest))
     cheapest = min(groups, key=lambda g: g.cost_per_run)
-    assert cards["Cheapest per run"][0] == headtohead._money(cheapest.cost_per_run)
+    assert cards["Cheapest per run"][0] == formats.money(cheapest.cost_per_run)
     assert cards["Largest GPU/CPU speedup"][0].endswith("×")
     noisiest = max(groups, key=lambda g: g.cv)
     assert cards["Noisiest cell"][0] == "CV %.1f%%" % (100 * noisiest.cv)
@@ -114,7 +117,7 @@ def test_the_ladder_has_one_row_per_swept_option(tmp_path):
             r["cell"]["variant"] = {"pipeline": pipeline, "amp": amp}
             r["config"].update(pipeline=pipeline, amp=amp)
             records.append(scaled(r, factor))
-    chains = headtohead.ladder(grouping.group(records))
+    chains = headtohead.ladder(grouping.group(viewed(records)))
     assert len(chains) == 1
     steps = chains[0]["steps"]
     assert [(s["option"], s["value"]) for s in steps] == [("pipeline", "resident"),
@@ -124,7 +127,8 @@ def test_the_ladder_has_one_row_per_swept_option(tmp_path):
     assert steps[1]["step"] == pytest.approx(steps[0]["group"].epoch_s
                                              / steps[1]["group"].epoch_s)
     assert steps[1]["total"] == pytest.approx(2.5, rel=0.05)  # 1.0 → 0.4
-    page = pages.render([write(tmp_path / "r", records)], tmp_path / "out")["html"].read_text()
+    written = pages.render_files([write(tmp_path / "r", records)], tmp_path / "out")
+    page = written["html"].read_text()
     ladder = re.search(r'<table class="ladder">.*?</table>', page, flags=re.S).group(0)
     assert ladder.count("<tr>") == 1 + 1 + 2  # header, start, one row per swept option
 
@@ -148,7 +152,7 @@ def test_the_scaling_table_gives_speedup_and_efficiency_against_one_device(tmp_p
                     scaled(_parallel(r, "ddp", 4), 0.5)]
     # A stack with no one-device cell gets no row (there is nothing to scale against).
     lone = _parallel(make_record("lonely", "cpu", 256, 0, rng), "ddp", 2)
-    rows = scaling.rows(grouping.group(records + [lone]))
+    rows = scaling.rows(grouping.group(viewed(records + [lone])))
     assert [(r.group.environment, r.mode, r.world_size) for r in rows] == [
         ("stack", "ddp", 2), ("stack", "ddp", 4)]
     assert rows[0].speedup.ratio == pytest.approx(1 / 0.6, rel=0.03)
@@ -156,7 +160,7 @@ def test_the_scaling_table_gives_speedup_and_efficiency_against_one_device(tmp_p
     assert rows[1].efficiency == pytest.approx(0.5, rel=0.03)
     assert rows[0].speedup.ci[0] < rows[0].speedup.ratio < rows[0].speedup.ci[1]
     assert (rows[0].per_device_batch, rows[0].global_batch) == (256, 512)
-    written = pages.render([write(tmp_path / "r", records + [lone])], tmp_path / "out")
+    written = pages.render_files([write(tmp_path / "r", records + [lone])], tmp_path / "out")
     page = written["html"].read_text()
     summary = written["md"].read_text()
     assert "| stack | " in summary and "| ddp | 2 | " in summary and "| ddp | 4 | " in summary
@@ -169,13 +173,14 @@ def test_the_scaling_table_gives_speedup_and_efficiency_against_one_device(tmp_p
 
 def test_time_and_cost_to_accuracy(tmp_path):
     records = two_stacks(random.Random(5), factor=0.66)
-    page = pages.render([write(tmp_path / "r", records)], tmp_path / "out")["html"].read_text()
-    g = next(g for g in grouping.group(records) if g.environment == "newer"
+    written = pages.render_files([write(tmp_path / "r", records)], tmp_path / "out")
+    page = written["html"].read_text()
+    g = next(g for g in grouping.group(viewed(records)) if g.environment == "newer"
              and g.target == "cpu")
     seconds, money = g.time_to_accuracy(0.5), g.cost_to_accuracy(0.5)
     assert money == pytest.approx(0.10 * seconds / 3600)
     cell = _versus_cell(page, "newer", 0)
-    assert "to 50.0%%: %.2f s, %s" % (seconds, pages.money(money)) in cell
+    assert "to 50.0%%: %.2f s, %s" % (seconds, formats.money(money)) in cell
 
 
 def _run_pair(tmp_path, changes: dict[int, float], noise: float) -> tuple[Path, Path]:
@@ -194,8 +199,8 @@ def _run_pair(tmp_path, changes: dict[int, float], noise: float) -> tuple[Path, 
 
 def test_compare_flags_exactly_the_cell_that_is_twenty_percent_slower(tmp_path):
     old, new = _run_pair(tmp_path, {2: 1.20}, noise=0.01)  # cell 2: b × gpu
-    changes = compare.compare([r.record for r in grouping.load([old])[0]],
-                              [r.record for r in grouping.load([new])[0]])
+    changes = compare.compare(store.load_all([old])[0],
+                              store.load_all([new])[0])
     flagged = {c.name: c.flag for c in changes if c.flag in ("regression", "improvement")}
     assert flagged == {"b × gpu × batch_size=256": "regression"}
     proc = subprocess.run([sys.executable, "-m", "envbench", "compare", str(old), str(new),
@@ -209,8 +214,8 @@ def test_compare_flags_exactly_the_cell_that_is_twenty_percent_slower(tmp_path):
 
 def test_compare_flags_nothing_when_the_runs_differ_by_one_percent_noise(tmp_path):
     old, new = _run_pair(tmp_path, {0: 1.01, 1: 0.99, 3: 1.01}, noise=0.01)
-    changes = compare.compare([r.record for r in grouping.load([old])[0]],
-                              [r.record for r in grouping.load([new])[0]])
+    changes = compare.compare(store.load_all([old])[0],
+                              store.load_all([new])[0])
     assert len(changes) == 4 and {c.flag for c in changes} == {"no change"}
 
 
@@ -222,11 +227,11 @@ def test_compare_shows_what_changed_in_the_stack_and_keeps_the_page_guarantees(t
             record["env"]["torch"] = "2.6.0"
             record["cell"]["environment"] = "a"
         result.write_atomic(str(path), record)
-    first = compare.render(compare.compare([r.record for r in grouping.load([old])[0]],
-                                           [r.record for r in grouping.load([new])[0]]),
+    first = compare.render(compare.compare(store.load_all([old])[0],
+                                           store.load_all([new])[0]),
                            "<b>old</b>", "new", 0.05, tmp_path / "one", [])
-    again = compare.render(compare.compare([r.record for r in grouping.load([old])[0]],
-                                           [r.record for r in grouping.load([new])[0]]),
+    again = compare.render(compare.compare(store.load_all([old])[0],
+                                           store.load_all([new])[0]),
                            "<b>old</b>", "new", 0.05, tmp_path / "two", [])
     for kind in ("html", "md"):
         assert first[kind].read_bytes() == again[kind].read_bytes()
@@ -242,7 +247,7 @@ def test_the_compare_page_renders_in_a_browser(tmp_path):
     from browser import assert_drawn, screenshot
 
     old, new = _run_pair(tmp_path, {2: 1.2}, noise=0.01)
-    written = compare.render(compare.compare([r.record for r in grouping.load([old])[0]],
-                                             [r.record for r in grouping.load([new])[0]]),
+    written = compare.render(compare.compare(store.load_all([old])[0],
+                                             store.load_all([new])[0]),
                              str(old), str(new), 0.05, tmp_path / "cmp", [])
     assert_drawn(screenshot(written["html"], tmp_path, height=900))

@@ -291,6 +291,6 @@ def test_a_non_finite_loss_is_written_as_null():
 
 
 def test_the_report_renders_a_schema_1_file(tmp_path):
-    written = pages.render([SCHEMA_1_FILE], tmp_path)
+    written = pages.render_files([SCHEMA_1_FILE], tmp_path)
     page = written["html"].read_text()
     assert "torch2.13-cpu" in page and "AMD EPYC · 2 threads" in page

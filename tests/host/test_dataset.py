@@ -2,19 +2,15 @@
 from __future__ import annotations
 
 import io
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from cifar_fixture import write_cifar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from cifar_fixture import write_cifar  # noqa: E402
-
-from bench import data  # noqa: E402
-from envbench.cells import dataset  # noqa: E402
-from envbench.errors import UserError  # noqa: E402
+from bench import data
+from envbench.cells import dataset
+from envbench.errors import UserError
 
 
 @pytest.fixture

@@ -7,10 +7,12 @@ from envbench.cells import expansion
 from envbench.matrix import models
 from envbench.matrix.models import Target
 from envbench.results import identity
+from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
+from envbench.results.identity import DataIdentity
 
 M = models.parse(GOOD)
 CELL = next(c for c in expansion.expand(M) if c.environment == "a" and c.repeat == 0)
-DATA = {"source": "cifar10", "sha256": "a" * 64}
+DATA = DataIdentity("cifar10", "a" * 64)
 
 
 def ident(cell=CELL, target=None, host=2, data=DATA, image="sha256:1"):
@@ -26,8 +28,8 @@ def test_each_part_of_a_measurement_changes_the_identity():
                           and c.variant != CELL.variant and c.repeat == 0)
     changed = {
         "image": ident(image="sha256:2"),
-        "data set": ident(data={"source": "cifar10", "sha256": "b" * 64}),
-        "synthetic": ident(data={"source": "synthetic", "sha256": None}),
+        "data set": ident(data=DataIdentity("cifar10", "b" * 64)),
+        "synthetic": ident(data=SYNTHETIC_DATA),
         "quick": ident(cell=quick),
         "option": ident(cell=other_settings),
         "memory": ident(target=Target(device="cpu", cpus=8, memory="4g")),
@@ -48,7 +50,7 @@ def test_repeats_share_a_group_but_not_a_file():
 
 def test_file_names_are_readable_safe_and_marked():
     quick = next(c for c in expansion.expand(M, quick=True) if c.environment == "a")
-    stem = ident(cell=quick, data={"source": "synthetic"}).file_stem(quick.variant)
+    stem = ident(cell=quick, data=SYNTHETIC_DATA).file_stem(quick.variant)
     readable, digest = stem.rsplit("__", 1)
     assert readable.startswith("a__cpu__") and "__quick__synthetic__r0" in readable
     assert len(digest) == 12 and all(ch.isalnum() or ch in "._-" for ch in stem)
@@ -66,7 +68,7 @@ def test_a_record_carries_its_identity():
               "config": {"device": "cpu", "synthetic": True, "epochs": 1},
               "env": {"image": {"id": "sha256:1", "tag": None}}}
     again = identity.of_record(record)
-    assert again.environment == "a" and dict(again.data)["source"] == "synthetic"
+    assert again.environment == "a" and again.data.synthetic
     assert again.image_id == "sha256:1" and dict(again.options) == {"device": "cpu",
                                                                      "synthetic": True,
                                                                      "epochs": 1}

@@ -95,13 +95,13 @@ def test_a_foreign_python_from_the_package_index():
 def test_a_changed_input_makes_the_lock_stale_and_it_is_refused(tmp_path, wheelhouse, change):
     locks = tmp_path / "locks"
     lock.write("e", env(wheelhouse), tmp_path, locks)
-    assert lock.status("e", env(wheelhouse), tmp_path, locks)[0] == "current"
+    assert lock.status("e", env(wheelhouse), tmp_path, locks).state is lock.LockState.CURRENT
     if change == {"wheelhouse": "added"}:
         make_wheel(wheelhouse, "filelock", "4.4.0")
         changed = env(wheelhouse)
     else:
         changed = env(wheelhouse, **change)
-    assert lock.status("e", changed, tmp_path, locks)[0] == "stale"
+    assert lock.status("e", changed, tmp_path, locks).state is lock.LockState.STALE
     with pytest.raises(UserError, match=r"e.pylock.toml is stale: .* run `nox -s lock`"):
         lock.ensure("e", changed, tmp_path, locks, frozen=False, out=io.StringIO())
 

@@ -10,6 +10,7 @@ import pytest
 from envbench.engine import gpu
 from envbench.errors import MatrixError
 from envbench.matrix import models
+from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,7 +135,7 @@ def test_the_techniques_sweep_and_yaml_on_off_are_words():
 
     by_mode = {}
     for cell in expansion.expand(m, envs=["a"]):
-        p = expansion.prepare(cell, m.targets["cpu"], 8, {"source": "synthetic", "sha256": None},
+        p = expansion.prepare(cell, m.targets["cpu"], 8, SYNTHETIC_DATA,
                           "sha256:x")
         by_mode.setdefault(cell.variant["parallel"], set()).add(p.config["nproc"])
     # nproc goes to the ddp cells only: the none cells of the same sweep stay runnable.

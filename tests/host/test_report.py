@@ -15,8 +15,9 @@ from report_fixture import HOSTILE, make_record, write_set
 
 from bench import result
 from envbench.errors import UserError
-from envbench.report import pages
+from envbench.report import formats, pages
 from envbench.results import contract
+from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def rendered(tmp_path_factory):
     folder = tmp_path_factory.mktemp("report")
     records = write_set(folder / "results", hostile=True)
-    written = pages.render([folder / "results"], folder / "out")
+    written = pages.render_files([folder / "results"], folder / "out")
     return records, written, written["html"].read_text()
 
 
@@ -55,7 +56,7 @@ def test_headline_numbers_equal_those_computed_from_the_json(rendered):
             assert ">%.2f<" % gpu in row and ">%.2f×<" % (cpu / gpu) in row
             cells_row = _row(page, "%s|gpu|batch_size=%d|" % (env, batch), "cells")
             price_epoch = 0.35 * gpu / 3600
-            assert ">%s<" % pages.money(price_epoch) in cells_row
+            assert ">%s<" % formats.money(price_epoch) in cells_row
     batch = re.search(r'<table class="batch">.*?</table>', page, flags=re.S).group(0)
     for env in ("seed-torch1.12-cu116", "torch2.5-cu124"):
         row = re.search(r"<tr><td>%s</td><td>NVIDIA GeForce RTX 3060 Laptop GPU</td>.*?</tr>"
@@ -124,7 +125,7 @@ def test_failures_and_optional_fields(rendered):
 
 def test_identical_input_gives_byte_identical_output_under_2_mb(rendered, tmp_path):
     records, written, _ = rendered
-    again = pages.render([written["html"].parent.parent / "results"], tmp_path / "again")
+    again = pages.render_files([written["html"].parent.parent / "results"], tmp_path / "again")
     for kind in ("html", "md", "csv"):
         assert written[kind].read_bytes() == again[kind].read_bytes(), kind
     assert len([r for r in records if r["cell"]["environment"] != HOSTILE]) >= 24
@@ -173,16 +174,16 @@ def test_required_keys_only_noisy_cells_and_the_baseline_option(tmp_path):
         assert contract.problems(record) == []
         result.write_atomic(str(folder / ("%d.json" % i)), record)
     (folder / "junk.json").write_text("{not json")
-    page = pages.render([folder], tmp_path / "out")["html"].read_text()
+    page = pages.render_files([folder], tmp_path / "out")["html"].read_text()
     assert "noisy" in _row(page, "noisy-env|cpu|batch_size=256|", "cells")
     assert "junk.json" in page  # files not used are listed, not silently dropped
     assert "BuildFailed" in page and "base image x is not in the engine" in page
     bare = _row(page, "bare|cpu|—|", "cells")
     assert bare.count("—") >= 3  # no price, no target accuracy...
-    by_gpu = pages.render([folder], tmp_path / "gpu", baseline="gpu")["html"].read_text()
+    by_gpu = pages.render_files([folder], tmp_path / "gpu", baseline="gpu")["html"].read_text()
     assert "×<" in _row(by_gpu, "noisy-env|cpu|batch_size=256|")
     with pytest.raises(UserError, match="--baseline tpu: no results for that target"):
-        pages.render([folder], tmp_path / "x", baseline="tpu")
+        pages.render_files([folder], tmp_path / "x", baseline="tpu")
 
 
 def test_the_cli_says_when_there_is_nothing_to_report(tmp_path):
@@ -208,7 +209,7 @@ def test_rows_are_named_by_the_measured_hardware_and_a_lying_label_is_flagged(tm
     honest = make_record("torch2.5-cu124", "cpu", 256, 0, rng, label="i7-11800H")
     for i, record in enumerate((lying, honest)):
         result.write_atomic(str(folder / ("%d.json" % i)), record)
-    written = pages.render([folder], tmp_path / "out")
+    written = pages.render_files([folder], tmp_path / "out")
     page = written["html"].read_text()
     row = _row(page, "torch2.5-cu124|gpu|batch_size=256|")
     assert row.index("NVIDIA H200") < row.index("label “RTX 3060”")
@@ -246,10 +247,9 @@ def _selection_run(tmp_path):
     """Results as the runner stores them for a small matrix, plus files that do not belong."""
     from test_lock import make_wheel
 
-    from envbench.cells import expansion
+    from envbench.cells import expansion, records
     from envbench.images import dockerfile, lock
     from envbench.matrix import models
-    from envbench.results import store as results
 
     make_wheel(tmp_path / "wheels", "torch", "2.13.0")
     text = ("environments:\n  a: {python: \"3.11\", torch: \"2.13.0\", wheelhouse: wheels}\n"
@@ -260,7 +260,7 @@ def _selection_run(tmp_path):
     made = lock.write("a", m.environments["a"], tmp_path, tmp_path / "locks")  # the default
     tag = dockerfile.plan("a", m.environments["a"], tmp_path, made).tag
     folder = tmp_path / "reports" / "results"
-    data = {"source": "synthetic", "sha256": None}
+    data = SYNTHETIC_DATA
     written = {}
 
     def store(cell, image_id, image_tag, seconds, when):
@@ -272,11 +272,8 @@ def _selection_run(tmp_path):
         for epoch in record["epochs"]:
             epoch["wall_s"] = seconds
         record["summary"]["epoch_s_median"] = seconds
-        results.annotate(record, cell, p.identity, None, None, p.resources,
-                         {"tag": image_tag, "id": image_id}, None)
-        path = results.path_for(folder, p.identity, cell)
-        results.write(path, record)
-        return path
+        records.annotate(record, p, m.targets["cpu"], {"tag": image_tag, "id": image_id}, None)
+        return records.save(folder, p, record)
 
     full = expansion.expand(m)
     for cell in full:
@@ -339,7 +336,7 @@ def test_one_hostile_name_per_construct_stays_text_in_every_output(tmp_path):
         failed = make_record("failing-%d" % i, "cpu", 256, 0, rng)
         failed.update(status="failed", error={"type": "Boom", "message": name})
         result.write_atomic(str(folder / ("%d-failed.json" % i)), failed)
-    written = pages.render([folder], tmp_path / "out")
+    written = pages.render_files([folder], tmp_path / "out")
     page = written["html"].read_text()
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'' in page
@@ -374,6 +371,6 @@ def test_one_hostile_name_per_construct_stays_text_in_every_output(tmp_path):
 
 
 def test_money_is_written_out_not_in_scientific_notation():
-    assert [pages.money(v) for v in (None, 0, 4.87e-06, 8.62e-05, 0.0148, 0.5, 1.234)] == [
+    assert [formats.money(v) for v in (None, 0, 4.87e-06, 8.62e-05, 0.0148, 0.5, 1.234)] == [
         "—", "$0.00", "$0.00000487", "$0.0000862", "$0.0148", "$0.500", "$1.23"]
-    assert pages.money(1e-13) == "<$0.000000001"
+    assert formats.money(1e-13) == "<$0.000000001"

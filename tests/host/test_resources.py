@@ -8,6 +8,7 @@ import pytest
 from envbench.cells import expansion, resources
 from envbench.matrix import models
 from envbench.matrix.models import Target
+from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +21,7 @@ def test_every_default_cpu_cell_runs_one_thread_per_host_core(host, expected):
     cpu_cells = [c for c in expansion.expand(m) if m.targets[c.target].device == "cpu"]
     assert cpu_cells
     for cell in cpu_cells:
-        p = expansion.prepare(cell, m.targets[cell.target], host, {"source": "synthetic"}, None)
+        p = expansion.prepare(cell, m.targets[cell.target], host, SYNTHETIC_DATA, None)
         assert (p.resources.threads, p.resources.threads_from) == (expected, "host")
         assert p.args[p.args.index("--threads") + 1] == str(expected)
         assert p.resources.cpus is None and p.resources.cpuset is None

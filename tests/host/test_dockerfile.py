@@ -10,7 +10,7 @@ import pytest
 from test_lock import make_wheel
 
 from envbench.errors import UserError
-from envbench.images import dockerfile, lock, wheelcache
+from envbench.images import build, dockerfile, lock, wheelcache
 from envbench.matrix.models import Environment
 
 SEED = Environment(python="3.8", torch="1.12.1", torchvision="0.13.1", cuda="11.6",
@@ -75,7 +75,7 @@ def test_the_build_context_carries_the_locked_wheels_and_nothing_else(tmp_path, 
     (tmp_path / "wheels" / "unlocked-1.0-py3-none-any.whl").write_bytes(b"not in the lock")
     p = dockerfile.plan("x", env, tmp_path, made)
     paths = wheelcache.ensure(made, p.wheelhouse, io.StringIO(), tmp_path / "cache")
-    with dockerfile._context(p, paths) as spool, tarfile.open(fileobj=spool) as tar:
+    with build._context(p, paths) as spool, tarfile.open(fileobj=spool) as tar:
         names = tar.getnames()
         requirements = tar.extractfile("requirements.lock").read().decode()
     assert sorted(n for n in names if n.startswith("wheels/")) == sorted(

@@ -8,8 +8,7 @@ from bench import result
 from envbench.cells import expansion
 from envbench.errors import UserError
 from envbench.matrix import models
-
-SYNTHETIC = {"source": "synthetic", "sha256": None}
+from envbench.results.identity import SYNTHETIC, DataIdentity
 
 
 @pytest.fixture
@@ -42,7 +41,7 @@ def test_filters_and_quick(m):
 def test_bench_args_carry_the_cell_settings_and_the_planned_threads(m):
     cell = next(c for c in expansion.expand(m) if c.variant == {"batch_size": 32, "amp": "bf16"}
                 and c.target == "gpu")
-    p = expansion.prepare(cell, m.targets["gpu"], 4, {"source": "cifar10", "sha256": "a" * 64},
+    p = expansion.prepare(cell, m.targets["gpu"], 4, DataIdentity("cifar10", "a" * 64),
                       "sha256:x")
     args = p.command()
     assert args[:2] == ["--device", "cuda"]

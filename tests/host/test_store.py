@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from test_matrix import GOOD
 
-from envbench.cells import expansion
+from envbench.cells import expansion, records
 from envbench.matrix import models
 from envbench.results import contract, identity, store
+from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
+from envbench.results.identity import DataIdentity
 
 M = models.parse(GOOD)
 CELL = next(c for c in expansion.expand(M) if c.environment == "a")
-DATA = {"source": "synthetic", "sha256": None}
+DATA = SYNTHETIC_DATA
 
 
 def stored(tmp_path, image_id="sha256:abc", status="ok", host_cpus=2):
@@ -28,10 +30,8 @@ def stored(tmp_path, image_id="sha256:abc", status="ok", host_cpus=2):
                              "train_loss": 2.3, "test_acc": 0.1, "test_s": 0.1}]
         record["summary"].update(epoch_s_median=1.0, first_epoch_s=1.0, samples_per_s=10.0,
                                  final_test_acc=0.1)
-    store.annotate(record, CELL, p.identity, "CPU", 0.1, p.resources,
-                     {"id": image_id, "tag": "t"}, None)
-    path = store.path_for(tmp_path, p.identity, CELL)
-    store.write(path, record)
+    records.annotate(record, p, M.targets["cpu"], {"id": image_id, "tag": "t"}, None, price=0.1)
+    path = records.save(tmp_path, p, record)
     return p, store.read(path)
 
 
@@ -42,7 +42,7 @@ def test_a_result_is_current_only_for_the_same_measurement(tmp_path):
     other_image = expansion.prepare(CELL, M.targets["cpu"], 2, DATA, "sha256:other").identity
     assert not store.is_current(record, other_image)
     real_data = expansion.prepare(CELL, M.targets["cpu"], 2,
-                                  {"source": "cifar10", "sha256": "a" * 64}, "sha256:abc").identity
+                                  DataIdentity("cifar10", "a" * 64), "sha256:abc").identity
     assert not store.is_current(record, real_data)
     # The same target on a bigger host gets more threads: another measurement.
     bigger = expansion.prepare(CELL, M.targets["cpu"], 32, DATA, "sha256:abc").identity
@@ -63,9 +63,10 @@ def test_torn_or_foreign_files_read_as_absent(tmp_path):
 def test_host_failures_validate_and_explain_themselves(tmp_path):
     p, back = stored(tmp_path, status="failed")
     assert back is not None and back["status"] == "failed"
-    assert back["cell"]["target_label"] == "CPU" and back["cell"]["price_per_hour"] == 0.1
+    assert back["cell"]["target_label"] == M.targets["cpu"].label
+    assert back["cell"]["price_per_hour"] == 0.1
     assert back["error"] == {"type": "X", "message": "y"}
     assert back["config"]["device"] == "cpu" and back["config"]["batch_size"] == 32
     assert back["cell"]["resources"]["threads"] == 2 and back["cell"]["id"] == \
-        store.path_for(tmp_path, p.identity, CELL).stem
+        store.path_for(tmp_path, p.identity, CELL.variant).stem
     assert identity.of_record(back) == p.identity

@@ -1,0 +1,43 @@
+"""What a matrix run prints about its cells: one figure per finished cell, and the table of
+medians over repeats at the end (the report has the full picture)."""
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from envbench import stats
+from envbench.cells.expansion import Cell
+from envbench.results.identity import variant_text
+
+
+def figure(record: dict[str, Any]) -> str:
+    """The end of a cell's progress line: its figures, or why it failed."""
+    if record.get("status") != "ok":
+        error = record.get("error") or {}
+        return "failed: %s: %s" % (error.get("type"), error.get("message"))
+    summary = record["summary"]
+    return "%.2f s/epoch, %.0f img/s, acc %.1f%%" % (
+        summary["epoch_s_median"], summary["samples_per_s"] or 0,
+        100 * (summary["final_test_acc"] or 0))
+
+
+def table(records: list[tuple[Cell, dict[str, Any]]], out: TextIO) -> None:
+    """Median epoch time over repeats per (environment, target, variant)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for cell, record in records:
+        groups.setdefault((cell.environment, cell.target, variant_text(cell.variant, "-")),
+                          []).append(record)
+    rows = [("environment", "target", "variant", "ok", "s/epoch (median)", "img/s", "acc")]
+    for (env, target, variant), recs in groups.items():
+        ok = [r for r in recs if r.get("status") == "ok"]
+        epoch = stats.median([r["summary"]["epoch_s_median"] for r in ok]) if ok else None
+        rate = stats.median([r["summary"]["samples_per_s"] for r in ok]) if ok else None
+        acc = stats.median([r["summary"]["final_test_acc"] for r in ok]) if ok else None
+        rows.append((env, target, variant, "%d/%d" % (len(ok), len(recs)),
+                     "%.2f" % epoch if epoch is not None else "failed",
+                     "%.0f" % rate if rate is not None else "—",
+                     "%.1f%%" % (100 * acc) if acc is not None else "—"))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    print("", file=out)
+    for row in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
+    print("", file=out)

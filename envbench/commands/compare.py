@@ -1,0 +1,44 @@
+"""`envbench compare OLD NEW` (nox -s compare): two runs' results, cell by cell; only the
+changes that clear the noise are flagged.
+
+Under --fail-on-regression the exit code is 1 when a cell regressed beyond the threshold; a
+cell that failed or is missing in one run is listed, but does not by itself fail the run.
+"""
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from envbench.errors import UserError
+from envbench.options import Options
+from envbench.report import compare, grouping
+from envbench.results import store
+
+
+def run(opts: Options, out: TextIO = sys.stdout) -> int:
+    assert opts.old is not None and opts.new is not None and opts.out is not None
+    old, skipped_old = store.load_all([opts.old])
+    new, skipped_new = store.load_all([opts.new])
+    for what, path, loaded, skipped in (("OLD", opts.old, old, skipped_old),
+                                        ("NEW", opts.new, new, skipped_new)):
+        if not loaded:
+            raise UserError("%s (%s) holds no valid results%s" % (
+                what, path, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
+                if skipped else ""))
+    changes = compare.compare(old, new, opts.threshold)
+    written = compare.render(changes, str(opts.old), str(opts.new), opts.threshold, opts.out,
+                             skipped_old + skipped_new)
+    width = max(len(c.name) for c in changes)
+    for c in changes:
+        figures = ("%.3f s → %.3f s, ×%.3f" % (grouping.seconds(c.old), grouping.seconds(c.new),
+                                                  c.ratio)
+                   if c.ratio is not None and c.old and c.new else "")
+        interval = " (%.3f–%.3f)" % c.ci if c.ci else ""
+        print("%-*s  %-12s %s%s" % (width, c.name, c.flag, figures, interval), file=out)
+        for label, before, after in c.differences:
+            print("%-*s    %s: %s → %s" % (width, "", label, before, after), file=out)
+    regressions = sum(c.flag == "regression" for c in changes)
+    print("%d cells; %d regression(s), %d improvement(s) beyond %.0f%%; wrote %s and %s"
+          % (len(changes), regressions, sum(c.flag == "improvement" for c in changes),
+             100 * opts.threshold, written["html"], written["md"]), file=out)
+    return 1 if regressions and opts.fail_on_regression else 0

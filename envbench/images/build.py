@@ -1,0 +1,152 @@
+"""Images built through the Docker SDK: the build context (Dockerfile, bench/, locked wheels),
+the base image (never pulled by surprise), and the build's log streamed as it comes."""
+from __future__ import annotations
+
+import io
+import re
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import docker
+
+from envbench.engine.connection import ENGINE_ERRORS, explain, image_or_none
+from envbench.errors import UserError
+from envbench.images import wheelcache
+from envbench.images.dockerfile import Plan
+from envbench.users import own
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """An environment's image as built (or found) in the engine, and the base it came from."""
+
+    plan: Plan
+    image: Any                # docker.models.images.Image
+    base_digest: str | None   # None: the base is no longer in the engine
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The result's env.image section."""
+        return {"tag": self.plan.tag, "id": self.image.id, "base": self.plan.base,
+                "base_digest": self.base_digest,
+                "lock_sha256": self.plan.lock.sha256 if self.plan.lock else None}
+
+
+@dataclass(frozen=True)
+class BuildFailure:
+    """Why an environment's image could not be built, and the tag it would have had (None
+    where it could not even be planned)."""
+
+    message: str
+    tag: str | None
+
+
+def _context(p: Plan, wheels: list[Path]) -> tempfile.SpooledTemporaryFile[bytes]:
+    """The build context as a tar: the Dockerfile, bench/'s sources, and for a pip stack the
+    locked wheels (read from the host cache) with requirements.lock."""
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 2**20)
+    with tarfile.open(fileobj=spool, mode="w") as tar:
+        def add_text(name: str, text: str) -> None:
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+
+        add_text("Dockerfile", p.dockerfile)
+        for name, content in p.bench_files:
+            info = tarfile.TarInfo("bench/%s" % name)
+            info.size, info.mode = len(content), 0o644
+            tar.addfile(info, io.BytesIO(content))
+        if p.lock is not None:
+            add_text("requirements.lock", p.lock.requirements_text())
+            for path in wheels:
+                tar.add(str(path), arcname="wheels/%s" % path.name)
+    spool.seek(0)
+    return spool
+
+
+def ensure_base(client: docker.DockerClient, base: str, allow_pull: bool, out: TextIO) -> Any:
+    """The base image, from the local engine; pulled only when allowed and said aloud."""
+    image = image_or_none(client, base)
+    if image is not None:
+        return image
+    hint = ("Build or load it into this engine (for a local Debian base: `nox -s base-image`), "
+            "or set the environment's base: to an image the engine has.")
+    if not allow_pull:
+        raise UserError("base image %s is not in the local engine and --offline forbids "
+                        "pulling. %s" % (base, hint))
+    print("pulling base image %s (not in the local engine)" % base, file=out, flush=True)
+    try:
+        return client.images.pull(base)
+    except ENGINE_ERRORS as exc:
+        raise UserError("base image %s is not in the local engine and could not be pulled "
+                        "(%s). %s" % (base, explain(exc)[:300], hint))
+
+
+def base_digest(image: Any) -> str:
+    digests = image.attrs.get("RepoDigests") or []
+    return str(digests[0] if digests else image.id)
+
+
+def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool = True,
+          out: TextIO = sys.stdout, nocache: bool = False) -> Any:
+    """Build the image for a plan unless its tag exists; stream the log; return the image."""
+    existing = image_or_none(client, p.tag)
+    if existing is not None:
+        print("%s: %s exists, not rebuilt" % (p.name, p.tag), file=out, flush=True)
+        return existing
+    ensure_base(client, p.base, allow_pull, out)
+    wheels = wheelcache.ensure(p.lock, p.wheelhouse, out) if p.lock is not None else []
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / ("build-%s.log" % p.name)
+    print("%s: building %s with the network %s (log: %s)"
+          % (p.name, p.tag, "off" if p.offline else "on, for apt", log_path),
+          file=out, flush=True)
+    lines: list[str] = []
+    try:
+        _stream_build(client, p, wheels, log_path, lines, out, nocache)
+    except ENGINE_ERRORS as exc:
+        tail = "\n    ".join(lines[-15:])
+        raise UserError("building %s failed: %s%s" % (p.name, explain(exc),
+                                                      "; last lines:\n    " + tail if tail else ""))
+    own(log_path)
+    image = image_or_none(client, p.tag)
+    if image is None:
+        raise UserError("building %s reported success but %s is missing" % (p.name, p.tag))
+    return image
+
+
+def _stream_build(client: docker.DockerClient, p: Plan, wheels: list[Path], log_path: Path,
+                  lines: list[str], out: TextIO, nocache: bool) -> None:
+    if log_path.is_symlink():
+        log_path.unlink()  # never write through a link planted in the log folder
+    with log_path.open("w") as log, _context(p, wheels) as context:
+        log.write(p.dockerfile + "\n---\n")
+        options: dict[str, Any] = {"network_mode": "none"} if p.offline else {}
+        stream = client.api.build(fileobj=context, custom_context=True, tag=p.tag, rm=True,
+                                  forcerm=True, pull=False, decode=True, labels=p.labels,
+                                  nocache=nocache, **options)
+        for chunk in stream:
+            text = chunk.get("stream") or chunk.get("status") or ""
+            if "error" in chunk:
+                text = "ERROR: %s\n" % chunk["error"]
+            # The engine colours a step's stderr; terminal escapes are no part of the message.
+            text = ANSI_ESCAPE.sub("", text)
+            if not text:
+                continue
+            log.write(text)
+            log.flush()
+            for line in text.splitlines():
+                if line.strip():
+                    lines.append(line)
+                    print("  %s | %s" % (p.name, line), file=out, flush=True)
+            if "error" in chunk:
+                tail = "\n    ".join(lines[-15:])
+                raise UserError("building %s failed; last lines of %s:\n    %s"
+                                % (p.name, log_path, tail))

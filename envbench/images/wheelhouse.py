@@ -1,0 +1,68 @@
+"""Wheelhouses fetched by the host's pip for machines that cannot reach an index themselves:
+a torch CPU build for a base's Python (the demo's and the tests' pip stack), and the kit's own
+packages (the local launcher's VMs)."""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from envbench import cache, provision
+from envbench.errors import UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the host may run 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout) -> Path:
+    """torch's CPU build and its dependencies for Python ``python``, fetched once by the
+    host's pip (containers cannot reach the index here): PyTorch's CPU index first, then the
+    host's own configuration (its index or local wheels)."""
+    folder = cache.root() / ("wheelhouse-torch-%s-py%s" % (torch, python.replace(".", "")))
+    if any(folder.glob("torch-%s*.whl" % torch)):
+        return folder
+    provision.say(out, "fetching torch %s (CPU build) for Python %s into %s"
+                  % (torch, python, folder))
+    command = [sys.executable, "-m", "pip", "download", "-q", "torch==%s" % torch,
+               "--only-binary", ":all:", "--python-version", python, "-d", str(folder)]
+    proc = subprocess.run(command + ["--extra-index-url", PYTORCH_CPU_INDEX],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:  # PyTorch's index out of reach: the host's configuration alone
+        proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0 or not any(folder.glob("torch-%s*.whl" % torch)):
+        tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
+        raise UserError("could not fetch torch %s for Python %s: %s" % (torch, python, tail))
+    return folder
+
+
+def kit_requirements() -> list[str]:
+    """The kit's own Python packages (pyproject's dependencies) and what installs it."""
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml")
+                            .read_text())
+    return ["nox>=2024.3", "setuptools>=68", "wheel", *project["project"]["dependencies"]]
+
+
+def ensure_kit_wheelhouse(python: str, out: TextIO = sys.stdout) -> Path:
+    """The kit's Python packages for Python ``python``, for machines without an index (the
+    local launcher's VMs): fetched once by the host's pip, refreshed when the list changes."""
+    wanted = kit_requirements()
+    digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
+    folder = cache.root() / ("wheelhouse-kit-py%s-%s" % (python.replace(".", ""), digest))
+    if (folder / "COMPLETE").exists():
+        return folder
+    provision.say(out, "fetching the kit's Python packages for Python %s into %s"
+                  % (python, folder))
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", *wanted,
+                           "--only-binary", ":all:", "--python-version", python,
+                           "-d", str(folder)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
+        raise UserError("could not fetch the kit's packages for Python %s: %s" % (python, tail))
+    (folder / "COMPLETE").write_text("\n".join(wanted) + "\n")
+    return folder

@@ -1,0 +1,42 @@
+"""How the report writes numbers: a dash for what was not measured, bytes in binary units,
+money written out in full."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+DASH = "—"
+
+
+def na(fmt: str) -> Callable[[Any], str]:
+    """``fmt`` for a value, the dash for None."""
+    def render(value: Any) -> str:
+        return DASH if value is None else fmt % value
+    return render
+
+
+def human_bytes(value: int | None) -> str:
+    if value is None:
+        return DASH
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return "%.2f %s" % (value / size, unit)
+    return "%d B" % value
+
+
+def share(value: float | None) -> str:
+    return DASH if value is None else "%.1f%%" % (100 * value)
+
+
+def money(value: float | None) -> str:
+    if value is None:
+        return DASH
+    if value >= 1 or value == 0:
+        return "$%.2f" % value
+    # Cloud prices make single epochs cost fractions of a cent: three significant digits,
+    # written out ($0.00000487), since "$4.87e-06" is no way to quote money.
+    if value < 1e-9:
+        return "<$0.000000001"
+    decimals = 2 - math.floor(math.log10(value))
+    return "$%.*f" % (decimals, value)

@@ -1,0 +1,171 @@
+"""A validated result, read through names: the one view the report, compare and the cloud
+fan-out read records through.
+
+``Result.of`` is given a record that passed the contract (envbench.results.contract), so the
+fields the schema requires are there and of their type; nothing here re-checks them or
+defends against their absence. Sections that are bags of named values (the options in
+``config``, the fingerprint in ``env``, the memory peaks) stay read-only mappings, keyed as
+the schema names them; the rest are small frozen dataclasses.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from envbench.results import identity
+from envbench.results.identity import DataIdentity, Identity
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _frozen(section: Any) -> Mapping[str, Any]:
+    return MappingProxyType(dict(section)) if isinstance(section, dict) else _EMPTY
+
+
+@dataclass(frozen=True)
+class Epoch:
+    number: int
+    wall_s: float
+    samples: int
+    samples_per_s: float
+    phases_s: Mapping[str, float]
+    train_loss: float | None
+    test_acc: float | None
+    test_s: float | None
+
+    def phase(self, name: str) -> float:
+        """Seconds of one phase (0 where the epoch did not record it)."""
+        return self.phases_s.get(name) or 0.0
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    """The host's section: which cell of which matrix this result is."""
+
+    environment: str | None
+    target: str | None
+    target_label: str | None   # the matrix's alias, not a measurement
+    price_per_hour: float | None
+    price_source: str | None
+    repeat: int
+    variant: Mapping[str, Any]
+    id: str | None
+    quick: bool
+    resources: Mapping[str, Any] | None
+    data: DataIdentity | None
+    target_accuracy: float | None
+
+
+@dataclass(frozen=True)
+class Summary:
+    epoch_s_median: float | None
+    first_epoch_s: float | None
+    samples_per_s: float | None
+    final_test_acc: float | None
+    weights_sha256: str | None
+    forward_dtype: str | None
+
+
+@dataclass(frozen=True)
+class Parallel:
+    mode: str
+    world_size: int
+    backend: str | None
+    per_device_batch: int
+    global_batch: int
+    threads_per_rank: int | None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    parameters: int
+    flops_per_image: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    type: str
+    message: str
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    raw: Mapping[str, Any]     # the validated record as read (what the CSV and writers use)
+    path: Path | None
+    status: str
+    error: Failure | None
+    cell: CellInfo
+    config: Mapping[str, Any]  # every bench option, as bench recorded it
+    env: Mapping[str, Any]     # the stack's fingerprint, as bench measured it
+    image: Mapping[str, Any]   # env.image: tag, id, base, base digest, lock
+    epochs: tuple[Epoch, ...]
+    memory: Mapping[str, Any]
+    summary: Summary
+    model: ModelInfo | None
+    parallel: Parallel | None
+    quantized_eval: Mapping[str, Any] | None
+    written_at: str
+    log_tail: tuple[str, ...]
+
+    @classmethod
+    def of(cls, record: dict[str, Any], path: Path | None = None) -> Result:
+        """The view of a record that passed ``contract.check``."""
+        cell, summary = record["cell"], record["summary"]
+        data = cell.get("data")
+        error = record.get("error")
+        parallel, model, quantized = (record.get(k) for k in ("parallel", "model",
+                                                              "quantized_eval"))
+        return cls(
+            raw=MappingProxyType(record), path=path, status=record["status"],
+            error=Failure(error["type"], error["message"]) if error else None,
+            cell=CellInfo(cell["environment"], cell["target"], cell["target_label"],
+                          cell["price_per_hour"], cell.get("price_source"),
+                          cell["repeat"] or 0, _frozen(cell["variant"]), cell["id"],
+                          bool(cell["quick"]),
+                          _frozen(cell["resources"]) if cell["resources"] else None,
+                          DataIdentity(data["source"], data["sha256"]) if data else None,
+                          cell.get("target_accuracy")),
+            config=_frozen(record["config"]), env=_frozen(record["env"]),
+            image=_frozen(record["env"]["image"]),
+            epochs=tuple(Epoch(e["epoch"], e["wall_s"], e["samples"], e["samples_per_s"],
+                               _frozen(e["phases_s"]), e["train_loss"], e["test_acc"],
+                               e["test_s"]) for e in record["epochs"]),
+            memory=_frozen(record["memory"]),
+            summary=Summary(summary["epoch_s_median"], summary["first_epoch_s"],
+                            summary["samples_per_s"], summary["final_test_acc"],
+                            summary["weights_sha256"], summary["forward_dtype"]),
+            model=ModelInfo(model["name"], model["parameters"], model["flops_per_image"])
+            if model else None,
+            parallel=Parallel(parallel["mode"], parallel["world_size"], parallel["backend"],
+                              parallel["per_device_batch"], parallel["global_batch"],
+                              parallel["threads_per_rank"]) if parallel else None,
+            quantized_eval=_frozen(quantized) if quantized else None,
+            written_at=str(record.get("written_at") or ""),
+            log_tail=tuple(record.get("log_tail") or ()))
+
+    @property
+    def ok(self) -> bool:
+        """Finished, with at least one epoch to measure."""
+        return self.status == "ok" and bool(self.epochs)
+
+    @property
+    def device(self) -> str:
+        return str(self.config["device"])
+
+    @property
+    def world_size(self) -> int:
+        return self.parallel.world_size if self.parallel else 1
+
+    @property
+    def steady_epochs(self) -> tuple[Epoch, ...]:
+        """The epochs after the warm-up one (the only one, if that is all there is)."""
+        return self.epochs[1:] or self.epochs
+
+    @cached_property
+    def identity(self) -> Identity:
+        return identity.of_record(dict(self.raw))
