@@ -122,6 +122,8 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "envbench.provision", "tests")
     session.run("ruff", "check", ".")
     session.run("vermin", "-t=3.8-", "--violations", "--no-tips", "-q", "bench/")
+    session.run("lint-imports")  # the layering contract in pyproject.toml
+    session.run("mypy")          # strict on the host package (pyproject.toml)
     session.run("pytest", *session.posargs)
     if session.posargs:
         return  # a selection of tests was asked for: run just that

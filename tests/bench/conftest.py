@@ -3,16 +3,8 @@ torch, no torchvision) and under Debian's python3 with python3-torch 1.13 + torc
 stack and the classic pipeline)."""
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-
-from cifar_fixture import write_cifar  # noqa: E402
+from cifar_fixture import write_cifar
 
 
 @pytest.fixture(scope="session")
