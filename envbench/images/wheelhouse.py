@@ -21,15 +21,19 @@ PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout) -> Path:
-    """torch's CPU build and its dependencies for Python ``python``, fetched once by the
-    host's pip (containers cannot reach the index here): PyTorch's CPU index first, then the
-    host's own configuration (its index or local wheels)."""
+    """torch's CPU build and its dependencies for Python ``python``, with numpy (pip stacks
+    lock it by default), fetched once by the host's pip (containers cannot reach the index
+    here): PyTorch's CPU index first, then the host's own configuration (its index or local
+    wheels). A marker written last says the folder is whole; an interrupted fetch is resumed
+    (pip skips the files it has)."""
     folder = cache.root() / ("wheelhouse-torch-%s-py%s" % (torch, python.replace(".", "")))
-    if any(folder.glob("torch-%s*.whl" % torch)):
+    wanted = ["torch==%s" % torch, "numpy"]
+    marker = folder / "COMPLETE"
+    if marker.exists() and marker.read_text().split() == wanted:
         return folder
-    provision.say(out, "fetching torch %s (CPU build) for Python %s into %s"
+    provision.say(out, "fetching torch %s (CPU build) and numpy for Python %s into %s"
                   % (torch, python, folder))
-    command = [sys.executable, "-m", "pip", "download", "-q", "torch==%s" % torch,
+    command = [sys.executable, "-m", "pip", "download", "-q", *wanted,
                "--only-binary", ":all:", "--python-version", python, "-d", str(folder)]
     proc = subprocess.run(command + ["--extra-index-url", PYTORCH_CPU_INDEX],
                           capture_output=True, text=True)
@@ -38,6 +42,7 @@ def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout) -> Path
     if proc.returncode != 0 or not any(folder.glob("torch-%s*.whl" % torch)):
         tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
         raise UserError("could not fetch torch %s for Python %s: %s" % (torch, python, tail))
+    marker.write_text("\n".join(wanted) + "\n")
     return folder
 
 

@@ -110,6 +110,9 @@ class Environment(_Strict):
     index_url: Optional[Text] = None
     wheelhouse: Optional[Text] = None
     apt: tuple[Text, ...] = ()
+    # numpy beside torch in a pip stack: torch warns in every cell's log without it, and the
+    # tutorial uses it. Debian's python3-torch depends on it anyway.
+    numpy: Flag = True
     targets: Optional[tuple[Text, ...]] = None
     # The wheel platform the lock resolves for; default: this machine's, with the glibc of
     # Debian bookworm (python:*-slim and the local Debian base).

@@ -54,10 +54,13 @@ def index_url(name: str, env: Environment) -> str | None:
 
 
 def requirements(env: Environment) -> list[str]:
-    """What a pip environment pins: torch, and torchvision where it names one."""
+    """What a pip environment pins: torch, torchvision where it names one, and numpy (at the
+    version the resolver picks for them) unless the matrix says numpy: false."""
     if env.source != "pip":
         return []
     pins = ["torch==%s" % env.torch]
     if env.torchvision:
         pins.append("torchvision==%s" % env.torchvision)
+    if env.numpy:
+        pins.append("numpy")
     return pins

@@ -23,6 +23,7 @@ def locked(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "torch", "2.13.0", requires=("filelock",))
     make_wheel(wheels, "filelock", "4.3.1")
+    make_wheel(wheels, "numpy", "2.3.0")  # pip stacks have numpy by default
     env = Environment(torch="2.13.0", wheelhouse="wheels")
     return env, lock.write("x", env, tmp_path, tmp_path / "locks")
 

@@ -52,7 +52,8 @@ def wheelhouse(tmp_path) -> Path:
 
 
 def env(wheelhouse: Path, **changes) -> Environment:
-    return Environment(**dict({"python": "3.11", "torch": "2.13.0",
+    # numpy (a default of pip stacks) is tested on its own below; these wheelhouses lack it.
+    return Environment(**dict({"python": "3.11", "torch": "2.13.0", "numpy": False,
                                "wheelhouse": str(wheelhouse)}, **changes))
 
 
@@ -155,3 +156,11 @@ def test_an_unreadable_lock_says_what_to_run(tmp_path):
     bad.write_text('lock-version = "1.0"\n')
     with pytest.raises(UserError, match="not an envbench lock"):
         lock.read(bad)
+
+
+def test_a_pip_stack_gets_numpy_unless_the_matrix_says_otherwise(tmp_path, wheelhouse):
+    make_wheel(wheelhouse, "numpy", "2.3.0")
+    made = lock.write("n", env(wheelhouse, numpy=True), tmp_path, tmp_path / "locks")
+    assert {w.package for w in made.wheels} == {"torch", "filelock", "numpy"}
+    without = lock.write("m", env(wheelhouse), tmp_path, tmp_path / "locks")
+    assert "numpy" not in {w.package for w in without.wheels}

@@ -252,6 +252,7 @@ def _selection_run(tmp_path):
     from envbench.matrix import models
 
     make_wheel(tmp_path / "wheels", "torch", "2.13.0")
+    make_wheel(tmp_path / "wheels", "numpy", "2.3.0")
     text = ("environments:\n  a: {python: \"3.11\", torch: \"2.13.0\", wheelhouse: wheels}\n"
             "targets:\n  cpu: {device: cpu, cpus: 2}\n"
             "benchmark: {epochs: 2, repeats: 1, data: synthetic, sweep: {batch_size: [32, 64]}}\n")
