@@ -39,8 +39,11 @@ class Options:
     target_accuracy: float | None = None
     old: Path | None = None              # `compare`: the earlier run
     new: Path | None = None              # `compare`: the later run
+    keep_contended: bool = False         # `report`, `compare`: verdicts take contended repeats
     threshold: float = 0.05
     fail_on_regression: bool = False
+    order: str = "interleaved"           # `bench`: rounds shuffled, or every repeat together
+    order_seed: int | None = None        # `bench`: the seed that shuffles (None: a new one)
     dry_run: bool = False                # `cloud`: plan and task YAMLs only
     launcher: str = "sky"                # `cloud`: sky or local
 
@@ -112,12 +115,23 @@ OPTIONS = _options(
            "(default: the write-up's stack where present, else the first)", {"metavar": "ENV"}),
     Option("target_accuracy", "--target-accuracy", "accuracy for 'time to accuracy' (default: "
            "the matrix's, as recorded in the results)", {"type": float, "metavar": "ACC"}),
+    Option("keep_contended", "--keep-contended", "take repeats that ran contended (another "
+           "process on their cores, a throttling GPU) into figures and verdicts too, as the "
+           "kit did before it sensed them", {"action": "store_true"}),
     Option("old", None, "the earlier run's results (folder or file)", {"type": Path}),
     Option("new", None, "the later run's results", {"type": Path}),
     Option("threshold", "--threshold", "flag a change only when its interval lies wholly "
            "beyond this (default 0.05: 5%%)", {"type": float, "metavar": "FRACTION"}),
     Option("fail_on_regression", "--fail-on-regression", "exit 1 when a cell regressed (for "
            "CI)", {"action": "store_true"}),
+    Option("order", "--order", "interleaved: cells run in rounds, one repeat of every cell "
+           "per round, shuffled (drift then falls on every environment alike), with rounds "
+           "added for contended repeats and open comparisons; grouped: every repeat of a cell "
+           "together, the planned repeats only, as before", {"choices": ("interleaved",
+                                                                         "grouped")}),
+    Option("order_seed", "--order-seed", "the seed that shuffles the rounds (default: a new "
+           "one, printed and recorded in every result, to replay an order)",
+           {"type": int, "metavar": "SEED"}),
     Option("dry_run", "--dry-run", "print the plan and write the task YAMLs; launch nothing",
            {"action": "store_true"}),
     Option("launcher", "--launcher", "sky: SkyPilot's clusters (default); local: sshd "
@@ -146,7 +160,7 @@ COMMANDS: dict[str, Command] = {
                      (*SELECTION, "reports_dir", "offline", "locks", "frozen")),
     "bench": Command("build, then run every selected cell",
                      (*SELECTION, "quick", "reports_dir", "offline", "locks", "frozen",
-                      "synthetic", "data_dir")),
+                      "synthetic", "data_dir", "order", "order_seed")),
     "check": Command("validate a matrix, list its cells, and run every check that needs no "
                      "build", (*SELECTION, "quick", "offline", "locks", "frozen", "synthetic",
                                "data_dir"),
@@ -165,11 +179,13 @@ COMMANDS: dict[str, Command] = {
     # --kind, --quick, --synthetic, the data set's digest) from REPORTS/results.
     "report": Command("render reports/index.html, summary.md, results.csv",
                       ("results", "out", *SELECTION, "quick", "reports_dir", "synthetic",
-                       "data_dir", "locks", "baseline", "baseline_env", "target_accuracy"),
+                       "data_dir", "locks", "baseline", "baseline_env", "target_accuracy",
+                       "keep_contended"),
                       helps={"out": "where to write (default: REPORTS)",
                              "synthetic": "report the cells run with --synthetic"}),
     "compare": Command("the same cells in two runs: flag only the changes that clear the "
-                       "noise", ("old", "new", "threshold", "fail_on_regression", "out"),
+                       "noise", ("old", "new", "threshold", "fail_on_regression", "out",
+                                 "keep_contended"),
                        helps={"out": "where compare.html and compare.md go"},
                        defaults={"out": Path("reports") / "compare"}),
     "cloud": Command("cloud targets: one SkyPilot VM per target (--dry-run: the plan, prices "

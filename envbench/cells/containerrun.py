@@ -12,6 +12,7 @@ import requests
 
 from bench.result import write_text_atomic
 from envbench.cells.resources import Resources, container_limits
+from envbench.cells.sensors import Sensors
 from envbench.engine import connection, gpu
 from envbench.engine.connection import ENGINE_ERRORS, explain
 from envbench.engine.sandbox import locked_down
@@ -99,8 +100,10 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
         return _with_tail(store.host_failure(config, "ContainerError", message), lines)
     follower = None
     finished = False
+    sensed = Sensors(resources.cpuset, gpus)
     try:
         container.start()
+        sensed.start(_pid(container))
         if on_line is not None:
             follower = _follow(container, on_line)
         try:
@@ -125,6 +128,7 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
     finally:
         if not finished:
             _kill(container)  # Ctrl-C or an engine error: stop the cell before anything else
+        noise = sensed.stop()
         if follower is not None:
             follower.join(timeout=5)
         lines = _save_logs(container, log_path)
@@ -141,7 +145,17 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
         record = store.host_failure(config, kind, message)
     elif error is not None and error[0] in ("Timeout", "OutOfMemory"):
         record["status"], record["error"] = "failed", {"type": error[0], "message": error[1]}
+    record["noise"] = noise
     return _with_tail(record, lines) if record["status"] != "ok" else record
+
+
+def _pid(container: Any) -> int | None:
+    """The container's first process as the engine's host sees it (0 once it has ended)."""
+    try:
+        container.reload()
+        return int(container.attrs.get("State", {}).get("Pid") or 0) or None
+    except ENGINE_ERRORS:
+        return None
 
 
 def _timed_out(exc: BaseException) -> bool:

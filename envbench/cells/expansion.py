@@ -49,7 +49,7 @@ def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | N
                             % (what, ", ".join(unknown), ", ".join(known)))
     bench = matrix.benchmark
     base = Settings(**bench.model_dump(include=set(Settings.model_fields))).model_dump()
-    repeats = bench.repeats
+    repeats = bench.planned_repeats
     if quick:
         repeats = QUICK["repeats"]
         base.update({k: v for k, v in QUICK.items() if k != "repeats"})

@@ -3,6 +3,7 @@ container, resuming what is already done; GPU cells this host cannot run are rec
 one sentence, before any build."""
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any, TextIO
 import docker
 
 from envbench import stats, users
-from envbench.cells import containerrun, dataset, records, resources, summary
+from envbench.cells import containerrun, dataset, decide, records, resources, schedule, summary
 from envbench.cells import expansion as cellmod
 from envbench.cells.progress import MatrixProgress
 from envbench.engine import connection, gpu
@@ -114,13 +115,18 @@ class _Session:
     overheads: list[float] = field(default_factory=list)  # host wall minus bench's own time
     on_line: Any = None  # where a running cell's output goes, line by line
 
+    order: dict[str, Any] | None = None  # the running cell's place in the run's order
+
     def _failed(self, p: cellmod.Prepared, kind: str, message: str,
                 image: dict[str, Any] | None = None) -> dict[str, Any]:
         return records.failed(self.opts.results_dir, p, self.matrix.targets[p.cell.target],
-                              kind, message, self.matrix.benchmark.target_accuracy, image)
+                              kind, message, self.matrix.benchmark.target_accuracy, image,
+                              order=self.order)
 
-    def run(self, cell: cellmod.Cell) -> tuple[dict[str, Any], str]:
+    def run(self, slot: schedule.Slot, mode: str, seed: int) -> tuple[dict[str, Any], str]:
         """Run or reuse one cell; return its record and the end of its progress line."""
+        cell = slot.cell
+        self.order = slot.record(mode, seed)
         target = self.matrix.targets[cell.target]
         if target.device == "cuda" and cell.environment in self.gpu_blocked:
             block = self.gpu_blocked[cell.environment]
@@ -149,7 +155,8 @@ class _Session:
         record["host_s"] = round(time.perf_counter() - started, 3)
         if record.get("run_s") is not None:
             self.overheads.append(record["host_s"] - record["run_s"])
-        records.annotate(record, p, target, built.record, self.matrix.benchmark.target_accuracy)
+        records.annotate(record, p, target, built.record, self.matrix.benchmark.target_accuracy,
+                         order=self.order)
         records.save(self.opts.results_dir, p, record)
         return record, summary.figure(record)
 
@@ -165,7 +172,9 @@ class _Session:
 
 
 def run(opts: Options, out: TextIO) -> int:
-    """Build what the selected cells need, run every cell that is not done, summarise."""
+    """Build what the selected cells need, then run the cells in rounds (resuming what is
+    done), adding rounds where repeats ran contended or, with `repeats: auto`, where a
+    comparison is still open; summarise."""
     started = time.perf_counter()
     m, cells = plan_cells(opts)
     data_dir = data_dir_for(opts, m)
@@ -182,15 +191,27 @@ def run(opts: Options, out: TextIO) -> int:
     built, build_failures = build_images(client, m, names, opts, out)
     session = _Session(client, m, opts, mounts, dataset.identity_of(data_dir), host, built,
                        build_failures, blocked)
+    seed = opts.order_seed if opts.order_seed is not None else schedule.new_seed()
+    print("order: %s, seed %d (replay it with --order %s --order-seed %d)%s"
+          % (opts.order, seed, opts.order, seed,
+             "; grouped runs the planned repeats only: no rounds are added for contended "
+             "repeats or open comparisons" if opts.order == "grouped" else ""),
+          file=out, flush=True)
     done: list[tuple[cellmod.Cell, dict[str, Any]]] = []
     shown = MatrixProgress(len(cells), out)
     session.on_line = shown.line
     try:
-        for index, cell in enumerate(cells, 1):
-            shown.start(index, cell.label)
-            record, outcome = session.run(cell)
-            done.append((cell, record))
-            shown.done(outcome, executed=not outcome.startswith("cached"))
+        for planned in schedule.rounds(cells, opts.order, seed):
+            _run_round(session, planned, opts.order, seed, shown, done)
+        for number in itertools.count(max(c.repeat for c in cells) + 1):
+            extra = _more(m, opts, done) if opts.order == "interleaved" else []
+            if not extra:
+                break
+            shown.grow(len(extra))
+            print("round %d: %d more cell(s) (%s)" % (number + 1, len(extra), _why(m)),
+                  file=out, flush=True)
+            _run_round(session, schedule.extra_round(extra, number, opts.order, seed),
+                       opts.order, seed, shown, done)
     except KeyboardInterrupt:
         shown.close()
         print("\ninterrupted: %d finished cells are kept in %s; run the same command again "
@@ -199,13 +220,51 @@ def run(opts: Options, out: TextIO) -> int:
     shown.close()
     summary.table(done, out)
     print("%d cells in %.1f s; results in %s, logs in %s"
-          % (len(cells), time.perf_counter() - started, opts.results_dir, opts.log_dir),
+          % (len(done), time.perf_counter() - started, opts.results_dir, opts.log_dir),
           file=out)
     if session.overheads:
         print("kit overhead per executed cell (container start/stop, result handling): "
               "median %.2f s, max %.2f s"
               % (stats.median(session.overheads), max(session.overheads)), file=out)
     return 0 if all(r.get("status") == "ok" for _, r in done) else 1
+
+
+def _run_round(session: _Session, slots: list[schedule.Slot], mode: str, seed: int,
+               shown: MatrixProgress, done: list[tuple[cellmod.Cell, dict[str, Any]]]) -> None:
+    for slot in slots:
+        shown.start(len(done) + 1, slot.cell.label)
+        record, outcome = session.run(slot, mode, seed)
+        done.append((slot.cell, record))
+        shown.done(outcome, executed=not outcome.startswith("cached"))
+
+
+def _policy(m: models.Matrix, opts: Options) -> decide.Policy:
+    bench = m.benchmark
+    if opts.quick:
+        return decide.Policy(cellmod.QUICK["repeats"], bench.max_repeats, bench.precision)
+    return decide.Policy(None if bench.repeats == "auto" else bench.repeats,
+                         bench.max_repeats, bench.precision)
+
+
+def _why(m: models.Matrix) -> str:
+    if m.benchmark.repeats == "auto":
+        return "comparisons still open at %.0f%% precision, or contended repeats to re-run" \
+            % (100 * m.benchmark.precision)
+    return "re-runs of repeats that ran contended"
+
+
+def _more(m: models.Matrix, opts: Options,
+          done: list[tuple[cellmod.Cell, dict[str, Any]]]) -> list[cellmod.Cell]:
+    """One more repeat of each measurement that wants one (see envbench.cells.decide)."""
+    by_key: dict[tuple[str, str, str, bool], list[dict[str, Any]]] = {}
+    template: dict[tuple[str, str, str, bool], cellmod.Cell] = {}
+    for cell, record in sorted(done, key=lambda pair: pair[0].repeat):
+        key = decide.measurement(cell)
+        by_key.setdefault(key, []).append(record)
+        template.setdefault(key, cell)
+    wanted = decide.wanted(_policy(m, opts), by_key)
+    return [schedule.another_repeat(template[key], len(by_key[key]))
+            for key in by_key if wanted[key] > len(by_key[key])]
 
 
 def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmod.Cell],

@@ -29,6 +29,12 @@ class MatrixProgress:
         if live if live is not None else _is_tty(out):
             self._bar = _RichBar(total, out)
 
+    def grow(self, cells: int) -> None:
+        """More cells than planned: another round where the answer is still open."""
+        self.total += cells
+        if self._bar is not None:
+            self._bar.grow(self.total)
+
     def start(self, index: int, label: str) -> None:
         self._cell_started = time.perf_counter()
         self._label = "[%d/%d] %s" % (index, self.total, label)
@@ -105,6 +111,9 @@ class _RichBar:
 
     def print(self, text: str) -> None:
         self.progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def grow(self, total: int) -> None:
+        self.progress.update(self.task, total=total)
 
     def advance(self) -> None:
         self.progress.advance(self.task)

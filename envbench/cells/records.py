@@ -17,7 +17,8 @@ NO_IMAGE: dict[str, Any] = {"tag": None, "id": None}
 
 def annotate(record: dict[str, Any], p: Prepared, target: Target, image: dict[str, Any],
              target_accuracy: float | None, price: float | None = None,
-             price_source: str | None = None) -> dict[str, Any]:
+             price_source: str | None = None,
+             order: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fill the sections only the host knows, so a result file explains itself. ``price``
     is the target's unless another (a cloud catalog's) is given with its source."""
     cell = p.cell
@@ -27,6 +28,7 @@ def annotate(record: dict[str, Any], p: Prepared, target: Target, image: dict[st
         "repeat": cell.repeat, "variant": dict(cell.variant), "id": p.file_stem,
         "quick": cell.quick, "resources": p.resources.as_record(),
         "data": p.identity.data.as_record(), "target_accuracy": target_accuracy,
+        "order": order,
     }
     if price_source is not None:
         record["cell"]["price_source"] = price_source
@@ -46,9 +48,11 @@ def save(results_dir: Path, p: Prepared, record: dict[str, Any]) -> Path:
 
 def failed(results_dir: Path, p: Prepared, target: Target, kind: str, message: str,
            target_accuracy: float | None, image: dict[str, Any] | None = None,
-           price: float | None = None, price_source: str | None = None) -> dict[str, Any]:
+           price: float | None = None, price_source: str | None = None,
+           order: dict[str, Any] | None = None) -> dict[str, Any]:
     """Record the cell as failed with ``kind`` and the one sentence that says why."""
     record = store.host_failure(p.config, kind, message)
-    annotate(record, p, target, image or NO_IMAGE, target_accuracy, price, price_source)
+    annotate(record, p, target, image or NO_IMAGE, target_accuracy, price, price_source,
+             order)
     save(results_dir, p, record)
     return record

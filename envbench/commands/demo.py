@@ -26,8 +26,9 @@ from envbench.report import pages
 # The pip stack's torch: a CPU build the host's pip can fetch (PyTorch's CPU index first).
 TORCH = "2.13.0"
 DATA_TIMEOUT_S = 20
-BENCHMARK = {"epochs": 3, "batch_size": 256, "pipeline": "resident", "repeats": 3,
-             "limit": 20000, "limit_test": 2000}
+# repeats: auto: three rounds, then more only while the two stacks' comparison is open.
+BENCHMARK = {"epochs": 3, "batch_size": 256, "pipeline": "resident", "repeats": "auto",
+             "max_repeats": 6, "limit": 20000, "limit_test": 2000}
 
 
 def _python_of(client: Any, image: str) -> str:

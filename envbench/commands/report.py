@@ -23,7 +23,8 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
         loaded, skipped, where = selection.current_results(opts)
     written = pages.render(loaded, skipped, opts.out or opts.reports_dir, opts.baseline,
                            opts.target_accuracy, where, opts.baseline_env,
-                           cloud_runs=clusters.read(opts.reports_dir))
+                           cloud_runs=clusters.read(opts.reports_dir),
+                           keep_contended=opts.keep_contended)
     print("reported %d results; left out %d files%s" % (
         len(loaded), len(skipped), " (the page lists them with the reason)" if skipped else ""),
         file=out)

@@ -289,11 +289,33 @@ class Settings(_Strict):
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
+MIN_AUTO_REPEATS = 3
+
+
 class Benchmark(Settings):
-    repeats: Annotated[int, Field(strict=True, ge=1, le=100)] = 3
+    # auto: at least 3 rounds, then more only where a comparison is still open, up to
+    # max_repeats; an open comparison is one whose interval straddles 1 and is wider than
+    # precision (a fraction: 0.03 is 3%).
+    repeats: Union[Annotated[int, Field(strict=True, ge=1, le=100)], Literal["auto"]] = 3
+    max_repeats: Annotated[int, Field(strict=True, ge=MIN_AUTO_REPEATS, le=100)] = 10
+    precision: Annotated[float, Field(strict=True, gt=0, lt=1)] = 0.03
     data: Literal["cifar10", "synthetic"] = "cifar10"
     target_accuracy: Optional[Annotated[float, Field(strict=True, gt=0, le=1)]] = None
     sweep: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
+
+    @field_validator("repeats", mode="before")
+    @classmethod
+    def _repeats(cls, value: Any) -> Any:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)
+                               and 1 <= value <= 100):
+            return value
+        raise ValueError("%s: expected a number of repeats from 1 to 100, or auto"
+                         % shown(value))
+
+    @property
+    def planned_repeats(self) -> int:
+        """The repeats every cell gets before any is added (auto starts with 3)."""
+        return MIN_AUTO_REPEATS if self.repeats == "auto" else self.repeats
 
     @field_validator("sweep")
     @classmethod
@@ -386,7 +408,7 @@ class Matrix(_Strict):
     def cell_count(self) -> int:
         points = math.prod(len(values) for values in self.benchmark.sweep.values())
         pairs = sum(len(self.targets_for(name)) for name in self.environments)
-        return pairs * points * self.benchmark.repeats
+        return pairs * points * self.benchmark.planned_repeats
 
     def targets_for(self, env_name: str) -> list[str]:
         """The targets an environment runs on: as listed, or every compatible one."""

@@ -3,8 +3,9 @@ changes that clear the noise (as asv's and pytest-benchmark's compare do).
 
 A cell is matched across the runs by what the user would call it: environment, target,
 swept options, and --quick / synthetic data. Its time ratio new/old gets a bootstrap
-interval from both runs' steady epochs; a regression (or an improvement) is flagged only
-when the whole interval is beyond the threshold (default 5%). Beside each changed cell:
+interval from both runs' repeats (then their steady epochs); a regression (or an
+improvement) is flagged only when the whole interval is beyond the threshold (default 5%).
+Beside each changed cell:
 what changed in its stack (torch, CUDA, cuDNN, driver, lock, image).
 """
 from __future__ import annotations
@@ -51,10 +52,10 @@ def _fingerprint(g: Group) -> dict[str, Any]:
             for label, key in FINGERPRINT}
 
 
-def compare(old: list[Result], new: list[Result],
-            threshold: float = 0.05) -> list[Change]:
-    before = {_key(g): g for g in grouping.group(old)}
-    after = {_key(g): g for g in grouping.group(new)}
+def compare(old: list[Result], new: list[Result], threshold: float = 0.05,
+            keep_contended: bool = False) -> list[Change]:
+    before = {_key(g): g for g in grouping.group(old, keep_contended)}
+    after = {_key(g): g for g in grouping.group(new, keep_contended)}
     changes = []
     for key in sorted(set(before) | set(after)):
         o, n = before.get(key), after.get(key)
@@ -65,8 +66,8 @@ def compare(old: list[Result], new: list[Result],
             change.flag = "failed in the %s run" % ("old" if not o.epoch_s else "new")
         else:
             change.ratio = n.epoch_s / o.epoch_s
-            if len(o.epoch_walls) > 1 and len(n.epoch_walls) > 1:
-                change.ci = stats.bootstrap_ratio_ci(n.epoch_walls, o.epoch_walls)
+            if min(len(o.repeat_walls), len(n.repeat_walls)) >= grouping.MIN_REPEATS:
+                change.ci = stats.hierarchical_ratio_ci(n.repeat_walls, o.repeat_walls)
             change.flag = _flag(change.ci, threshold)
             a, b = _fingerprint(o), _fingerprint(n)
             change.differences = tuple((label, a[label], b[label]) for label, _ in FINGERPRINT
@@ -77,7 +78,7 @@ def compare(old: list[Result], new: list[Result],
 
 def _flag(ci: tuple[float, float] | None, threshold: float) -> str:
     if ci is None:
-        return "no interval (one epoch a side)"
+        return "no interval (fewer than %d clean repeats a side)" % grouping.MIN_REPEATS
     low, high = ci
     if low > 1.0 + threshold:
         return "regression"

@@ -39,6 +39,8 @@ class Group:
     # Set by group(): what tells this group apart from others of the same environment,
     # target and variant (a quick run, synthetic data, another image...).
     marks: tuple[str, ...] = ()
+    # --keep-contended: figures and verdicts take contended repeats too (the old behaviour).
+    keep_contended: bool = False
 
     @property
     def environment(self) -> str:
@@ -60,6 +62,44 @@ class Group:
     @property
     def ok(self) -> list[Result]:
         return [r for r in self.records if r.ok]
+
+    @property
+    def contended(self) -> list[Result]:
+        """Finished repeats that shared their cores or throttled (see cells.sensors)."""
+        return [r for r in self.ok if r.contended]
+
+    @property
+    def left_out(self) -> list[Result]:
+        """The contended repeats that figures and verdicts leave out."""
+        return [] if self.keep_contended else self.contended
+
+    @property
+    def clean(self) -> list[Result]:
+        """The finished repeats figures and verdicts stand on: those that ran alone."""
+        return [r for r in self.ok if r not in self.left_out]
+
+    @property
+    def measured(self) -> list[Result]:
+        """The repeats the figures come from: those that ran alone, where any did."""
+        return self.clean or self.ok
+
+    @property
+    def repeat_walls(self) -> list[list[float]]:
+        """The steady epoch times of each clean repeat: the unit a bootstrap resamples."""
+        return [[e.wall_s for e in r.steady_epochs] for r in self.clean]
+
+    @property
+    def noise_seen(self) -> str | None:
+        """What the sensors saw at worst over this group's repeats, in words; None if nothing
+        was sensed."""
+        shares = [r.noise.host["other_cpu_share"] for r in self.ok if r.noise and r.noise.host
+                  and r.noise.host.get("other_cpu_share") is not None]
+        reasons = sorted({reason for r in self.contended if r.noise for reason in r.noise.reasons})
+        if reasons:
+            return "; ".join(reasons)
+        if shares:
+            return "other processes used at most %.0f%% of its cores" % (100 * max(shares))
+        return None
 
     @property
     def failed(self) -> list[Result]:
@@ -159,16 +199,16 @@ class Group:
 
     @property
     def repeat_epoch_s(self) -> list[float]:
-        return [r.summary.epoch_s_median for r in self.ok if r.summary.epoch_s_median]
+        return [r.summary.epoch_s_median for r in self.measured if r.summary.epoch_s_median]
 
     @property
     def steady_epochs(self) -> list[Epoch]:
         """Epochs after the warm-up one, pooled over repeats (the only one if that is all)."""
-        return [e for r in self.ok for e in r.steady_epochs]
+        return [e for r in self.measured for e in r.steady_epochs]
 
     @property
     def epoch_s(self) -> float | None:
-        return stats.median(self.repeat_epoch_s) if self.ok else None
+        return stats.median(self.repeat_epoch_s) if self.measured else None
 
     @property
     def epoch_walls(self) -> list[float]:
@@ -182,9 +222,9 @@ class Group:
     @property
     def cv(self) -> float | None:
         """Over repeat medians when there are repeats, else over the epochs."""
-        if not self.ok:
+        if not self.measured:
             return None
-        values = self.repeat_epoch_s if len(self.ok) > 1 else self.epoch_walls
+        values = self.repeat_epoch_s if len(self.measured) > 1 else self.epoch_walls
         return stats.cv(values)
 
     @property
@@ -193,17 +233,18 @@ class Group:
 
     @property
     def first_epoch_s(self) -> float | None:
-        firsts = [r.epochs[0].wall_s for r in self.ok]
+        firsts = [r.epochs[0].wall_s for r in self.measured]
         return stats.median(firsts) if firsts else None
 
     @property
     def samples_per_s(self) -> float | None:
-        rates = [r.summary.samples_per_s for r in self.ok if r.summary.samples_per_s is not None]
+        rates = [r.summary.samples_per_s for r in self.measured
+                 if r.summary.samples_per_s is not None]
         return stats.median(rates) if rates else None
 
     @property
     def final_acc(self) -> float | None:
-        accs = [r.summary.final_test_acc for r in self.ok
+        accs = [r.summary.final_test_acc for r in self.measured
                 if r.summary.final_test_acc is not None]
         return stats.median(accs) if accs else None
 
@@ -229,7 +270,7 @@ class Group:
     @property
     def run_s(self) -> float | None:
         """Median over repeats of a whole run: every epoch and its evaluation."""
-        runs = [sum(e.wall_s + (e.test_s or 0.0) for e in r.epochs) for r in self.ok]
+        runs = [sum(e.wall_s + (e.test_s or 0.0) for e in r.epochs) for r in self.measured]
         return stats.median(runs) if runs else None
 
     @property
@@ -256,7 +297,7 @@ class Group:
         if goal is None:
             return None
         times = []
-        for r in self.ok:
+        for r in self.measured:
             elapsed = 0.0
             for e in r.epochs:
                 elapsed += e.wall_s
@@ -267,10 +308,10 @@ class Group:
 
     def curve(self, key: str) -> list[float]:
         """Per-epoch median over repeats of train_loss or test_acc."""
-        if not self.ok:
+        if not self.measured:
             return []
-        length = min(len(r.epochs) for r in self.ok)
-        values = [[getattr(r.epochs[i], key) for r in self.ok] for i in range(length)]
+        length = min(len(r.epochs) for r in self.measured)
+        values = [[getattr(r.epochs[i], key) for r in self.measured] for i in range(length)]
         return [stats.median([v for v in at if v is not None] or [float("nan")])
                 for at in values]
 
@@ -282,14 +323,25 @@ class Speedup:
     ratio: float
     ci: tuple[float, float] | None
 
+    @property
+    def repeats(self) -> tuple[int, int]:
+        """Clean repeats used: (this group's, the baseline's)."""
+        return len(self.group.clean), len(self.baseline.clean)
 
-def group(records: list[Result]) -> list[Group]:
+    @property
+    def left_out(self) -> int:
+        """Contended repeats left out of the ratio and its interval, both sides."""
+        return len(self.group.left_out) + len(self.baseline.left_out)
+
+
+def group(records: list[Result], keep_contended: bool = False) -> list[Group]:
     """Repeats of one measurement together (see envbench.results.identity), in a stable
     order."""
     groups: dict[str, Group] = {}
     for record in records:
         ident = record.identity
-        g = groups.setdefault(ident.group, Group(ident, dict(record.cell.variant)))
+        g = groups.setdefault(ident.group, Group(ident, dict(record.cell.variant),
+                                                 keep_contended=keep_contended))
         g.records.append(record)
     for g in groups.values():
         g.records.sort(key=lambda r: r.cell.repeat)
@@ -353,12 +405,18 @@ def seconds(g: Group) -> float:
     return g.epoch_s
 
 
+# Below this many clean repeats a side, a bootstrap of the repeats says nothing honest.
+MIN_REPEATS = 3
+
+
 def speedup(g: Group, base: Group) -> Speedup | None:
+    """base's median epoch over g's, with the two-stage bootstrap interval of the ratio
+    (repeats, then epochs within them) where each side has MIN_REPEATS clean repeats."""
     if not g.epoch_s or not base.epoch_s:
         return None
     ratio = base.epoch_s / g.epoch_s
-    ci = stats.bootstrap_ratio_ci(base.epoch_walls, g.epoch_walls) \
-        if len(base.epoch_walls) > 1 and len(g.epoch_walls) > 1 else None
+    a, b = base.repeat_walls, g.repeat_walls
+    ci = stats.hierarchical_ratio_ci(a, b) if min(len(a), len(b)) >= MIN_REPEATS else None
     return Speedup(g, base, ratio, ci)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from envbench.cells.sensors import CONTENDED_SHARE
 from envbench.report import grouping, reference
 from envbench.report.formats import money
 from envbench.report.grouping import Group, Speedup
@@ -23,7 +24,8 @@ def verdict(s: Speedup | None) -> str:
     if s is None:
         return "—"
     if s.ci is None:
-        return "%.2f× (one measurement each: no interval)" % s.ratio
+        return "%.2f× (too few repeats for an interval: %d and %d, %d needed a side)" % (
+            s.ratio, s.repeats[0], s.repeats[1], grouping.MIN_REPEATS)
     low, high = s.ci
     if low > 1.0:
         return "%.2f× faster (%.2f–%.2f)" % (s.ratio, low, high)
@@ -52,6 +54,19 @@ class Entry:
     @property
     def verdict(self) -> str:
         return "baseline" if self.is_baseline else verdict(self.versus)
+
+    @property
+    def basis(self) -> str:
+        """What the figure stands on: repeats used, and contended ones left out."""
+        g = self.group
+        if g.left_out and not g.clean:
+            return "%d repeats, all contended: no verdict (the time is theirs)" % len(g.ok)
+        text = "%d repeat%s" % (len(g.clean), "" if len(g.clean) == 1 else "s")
+        if g.left_out:
+            text += ", %d contended left out" % len(g.left_out)
+        elif g.contended:
+            text += ", %d of them contended (kept)" % len(g.contended)
+        return text
 
 
 @dataclass
@@ -93,7 +108,8 @@ def tables(groups: list[Group], baseline: str | None) -> list[Table]:
 
 
 def cards(groups: list[Group], speedups: dict[Any, Speedup]) -> list[tuple[str, str, str]]:
-    """The page's answers: (question, answer, where)."""
+    """The page's answers: (question, answer, where), each only where there is an answer
+    (what could not be measured is listed under "Not measured in this run")."""
     ok = [g for g in groups if g.epoch_s is not None]
     out = []
     if ok:
@@ -104,20 +120,24 @@ def cards(groups: list[Group], speedups: dict[Any, Speedup]) -> list[tuple[str, 
     if priced:
         cost, cheapest = min(priced, key=lambda pair: pair[0])
         out.append(("Cheapest per run", money(cost), _where(cheapest)))
-    else:
-        out.append(("Cheapest per run", "—", "no price_per_hour in the matrix"))
     gpu_over_cpu = [s for s in speedups.values()
                     if s.group.device == "cuda" and s.baseline.device == "cpu"]
     if gpu_over_cpu:
         best = max(gpu_over_cpu, key=lambda s: s.ratio)
         out.append(("Largest GPU/CPU speedup", "%.2f×" % best.ratio,
                     "%s over %s" % (_where(best.group), best.baseline.title)))
-    else:
-        out.append(("Largest GPU/CPU speedup", "—", "no GPU and CPU cells of one stack"))
     noisy = [(g.cv, g) for g in ok if g.cv is not None]
     if noisy:
         cv, worst = max(noisy, key=lambda pair: pair[0])
-        out.append(("Noisiest cell", "CV %.1f%%" % (100 * cv), _where(worst)))
+        seen = worst.noise_seen
+        out.append(("Noisiest cell", "CV %.1f%%" % (100 * cv),
+                    _where(worst) + ("; sensors: %s" % seen if seen else "")))
+    contended = [r for g in groups for r in g.contended]
+    if contended:
+        finished = sum(len(g.ok) for g in groups)
+        out.append(("Contended repeats", "%d of %d left out" % (len(contended), finished),
+                    "; ".join(sorted({reason for r in contended if r.noise
+                                      for reason in r.noise.reasons}))[:300]))
     return out
 
 
@@ -163,7 +183,15 @@ def ladder(groups: list[Group]) -> list[dict[str, Any]]:
 
 
 STATISTICS = ("Each cell's figure is the median of its steady epochs (every epoch after the first) "
-              "within a repeat, then the median over repeats. Ratios are of those medians; their "
-              "95%% intervals are percentile bootstraps (%d resamples of the steady epochs of each "
-              "side, seed %d), and a verdict is given in words only when the interval excludes 1."
-              % (2000, 0))
+              "within a repeat, then the median over repeats. The repeat is the unit of "
+              "resampling: a ratio's 95%% interval is a two-stage percentile bootstrap (%d "
+              "resamples, seed %d) that draws repeats with replacement and then epochs within "
+              "each drawn repeat, since epochs of one repeat share a process and a host state and "
+              "are not independent draws. With fewer than %d clean repeats on a side there is no "
+              "interval. A verdict is given in words only when the interval excludes 1. Repeats "
+              "that the host sensors saw contended (other processes using more than %.0f%% of "
+              "the cell's CPU time on its cores, steal above that share, or a throttling GPU) are "
+              "left out of figures and verdicts wherever clean repeats exist, and the page says "
+              "how many. Cells run in rounds, one repeat of every cell per round in a shuffled "
+              "order, so that drift falls on every environment alike."
+              % (2000, 0, grouping.MIN_REPEATS, 100 * CONTENDED_SHARE))

@@ -17,6 +17,7 @@ from envbench.report import (
     scaling,
     selection,
     templating,
+    unmeasured,
 )
 from envbench.results import store
 from envbench.results.clusters import ClusterRun
@@ -26,8 +27,9 @@ from envbench.results.record import Result
 
 def build_context(records: list[Result], skipped: list[tuple[str, str]],
                   baseline: str | None, goal: float | None,
-                  baseline_env: str | None = None) -> dict[str, Any]:
-    groups = grouping.group(records)
+                  baseline_env: str | None = None,
+                  keep_contended: bool = False) -> dict[str, Any]:
+    groups = grouping.group(records, keep_contended)
     base_env = headtohead.baseline_environment(groups, baseline_env)
     if baseline_env is not None and base_env is None:
         raise UserError("--baseline-env %s: no results for that environment (have: %s)"
@@ -95,17 +97,21 @@ def build_context(records: list[Result], skipped: list[tuple[str, str]],
 def render(records: list[Result], skipped: list[tuple[str, str]], out: Path,
            baseline: str | None = None, goal: float | None = None,
            where: str = "the results", baseline_env: str | None = None,
-           cloud_runs: list[ClusterRun] | None = None) -> dict[str, Path]:
+           cloud_runs: list[ClusterRun] | None = None,
+           keep_contended: bool = False) -> dict[str, Path]:
     """Write the three files into ``out``; ``skipped`` (file, why) are listed on the page."""
     if not records:
         raise UserError("no results to report in %s (run `nox -s bench-cpu` first)%s"
                         % (where, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
                            if skipped else ""))
-    context = build_context(records, skipped, baseline, goal, baseline_env)
+    context = build_context(records, skipped, baseline, goal, baseline_env, keep_contended)
+    context["keep_contended"] = keep_contended
     # The cloud clusters these results came from (REPORTS/cloud/runs.json of `nox -s cloud`):
     # what each cost, by the provider's accounting where it gives one.
     targets = {r.cell.target for r in records}
     context["cloud_runs"] = [run for run in cloud_runs or [] if run.target in targets]
+    context["not_measured"] = unmeasured.sections(context)
+    context["folded"] = {m.section for m in context["not_measured"]}
     out.mkdir(parents=True, exist_ok=True)
     written = {"html": out / "index.html", "md": out / "summary.md", "csv": out / "results.csv"}
     html = templating.html_env().get_template("report.html.j2").render(**context)

@@ -9,11 +9,13 @@ identity is that cell's on the host that ran it, and names every other file with
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from envbench.cells import dataset
 from envbench.cells import expansion as cellmod
+from envbench.cells.expansion import QUICK
 from envbench.engine.host import Host
 from envbench.errors import UserError
 from envbench.images import dockerfile
@@ -90,7 +92,14 @@ def current(loaded: list[Result], m: Matrix, cells: list[cellmod.Cell], syntheti
             data_dir: Path | None, matrix_dir: Path, quick: bool,
             locks_dir: Path) -> tuple[list[Result], list[tuple[str, str]]]:
     """(results of the current matrix's cells, [(file, why it was left out)])."""
-    by_slot = {_slot(c.environment, c.target, c.variant, c.quick, c.repeat): c for c in cells}
+    # A run may add repeats beyond the matrix's: re-runs of contended repeats, and with
+    # `repeats: auto` rounds up to max_repeats (and their re-runs).
+    limit = 2 * (QUICK["repeats"] if quick else (m.benchmark.max_repeats
+                                                 if m.benchmark.repeats == "auto"
+                                                 else m.benchmark.planned_repeats))
+    by_slot = {_slot(c.environment, c.target, c.variant, c.quick, repeat):
+               replace(c, repeat=repeat) for c in cells if c.repeat == 0
+               for repeat in range(limit)}
     environments = {c.environment for c in cells}
     targets = {c.target for c in cells}
     tags = _planned_tags(m, environments, matrix_dir, locks_dir)

@@ -43,6 +43,27 @@ class Epoch:
 
 
 @dataclass(frozen=True)
+class Order:
+    """Where a repeat ran in its matrix run."""
+
+    mode: str        # "interleaved" or "grouped"
+    seed: int
+    round: int
+    position: int
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What the host (and the GPU) did besides the cell while it ran."""
+
+    contended: bool
+    reasons: tuple[str, ...]
+    host: Mapping[str, Any] | None
+    gpu: Mapping[str, Any] | None
+    unavailable: str | None
+
+
+@dataclass(frozen=True)
 class CellInfo:
     """The host's section: which cell of which matrix this result is."""
 
@@ -58,6 +79,7 @@ class CellInfo:
     resources: Mapping[str, Any] | None
     data: DataIdentity | None
     target_accuracy: float | None
+    order: Order | None
 
 
 @dataclass(frozen=True)
@@ -111,12 +133,13 @@ class Result:
     quantized_eval: Mapping[str, Any] | None
     written_at: str
     log_tail: tuple[str, ...]
+    noise: Noise | None
 
     @classmethod
     def of(cls, record: dict[str, Any], path: Path | None = None) -> Result:
         """The view of a record that passed ``contract.check``."""
         cell, summary = record["cell"], record["summary"]
-        data = cell.get("data")
+        data, order, noise = cell.get("data"), cell.get("order"), record.get("noise")
         error = record.get("error")
         parallel, model, quantized = (record.get(k) for k in ("parallel", "model",
                                                               "quantized_eval"))
@@ -129,7 +152,9 @@ class Result:
                           bool(cell["quick"]),
                           _frozen(cell["resources"]) if cell["resources"] else None,
                           DataIdentity(data["source"], data["sha256"]) if data else None,
-                          cell.get("target_accuracy")),
+                          cell.get("target_accuracy"),
+                          Order(order["mode"], order["seed"], order["round"], order["position"])
+                          if order else None),
             config=_frozen(record["config"]), env=_frozen(record["env"]),
             image=_frozen(record["env"]["image"]),
             epochs=tuple(Epoch(e["epoch"], e["wall_s"], e["samples"], e["samples_per_s"],
@@ -146,12 +171,21 @@ class Result:
                               parallel["threads_per_rank"]) if parallel else None,
             quantized_eval=_frozen(quantized) if quantized else None,
             written_at=str(record.get("written_at") or ""),
-            log_tail=tuple(record.get("log_tail") or ()))
+            log_tail=tuple(record.get("log_tail") or ()),
+            noise=Noise(noise["contended"], tuple(noise["reasons"]),
+                        _frozen(noise["host"]) if noise["host"] else None,
+                        _frozen(noise["gpu"]) if noise["gpu"] else None,
+                        noise["unavailable"]) if noise else None)
 
     @property
     def ok(self) -> bool:
         """Finished, with at least one epoch to measure."""
         return self.status == "ok" and bool(self.epochs)
+
+    @property
+    def contended(self) -> bool:
+        """Sensed to have shared its cores (or GPU) with something else while it ran."""
+        return self.noise is not None and self.noise.contended
 
     @property
     def device(self) -> str:

@@ -103,10 +103,16 @@ def test_a_good_matrix_parses_and_pairs_targets_by_device():
     # Bounds.
     (("epochs: 2", "epochs: 1001"), "benchmark.epochs: 1001: Input should be less than or "
                                     "equal to 1000"),
-    (("epochs: 2", "repeats: 0"), "benchmark.repeats: 0: Input should be greater than or "
-                                  "equal to 1"),
-    (("epochs: 2", "repeats: 101"), "benchmark.repeats: 101: Input should be less than or "
-                                    "equal to 100"),
+    (("epochs: 2", "repeats: 0"), "benchmark.repeats: 0: expected a number of repeats from "
+                                  "1 to 100, or auto"),
+    (("epochs: 2", "repeats: 101"), "benchmark.repeats: 101: expected a number of repeats "
+                                    "from 1 to 100, or auto"),
+    (("epochs: 2", "repeats: always"), "benchmark.repeats: 'always': expected a number of "
+                                       "repeats from 1 to 100, or auto"),
+    (("epochs: 2", "repeats: auto, max_repeats: 2"), "benchmark.max_repeats: 2: Input should "
+                                                     "be greater than or equal to 3"),
+    (("epochs: 2", "repeats: auto, precision: 0"), "benchmark.precision: 0: Input should be "
+                                                   "greater than 0"),
     # The write-up's other techniques.
     (("amp: [off, bf16]", "parallel: [none, ddp]"),
      "benchmark.parallel: ddp on the CPU target 'cpu' needs benchmark.nproc"),

@@ -32,7 +32,8 @@ def rendered(tmp_path_factory):
 
 def _row(page: str, key: str, table: str = "headline") -> str:
     """The HTML of the first row with data-key=KEY inside tables of class TABLE."""
-    for block in re.findall(r'<table class="%s".*?</table>' % table, page, flags=re.S):
+    for block in re.findall(r'<table class="%s(?: [^"]*)?".*?</table>' % table, page,
+                            flags=re.S):
         match = re.search(r'<tr data-key="%s">(.*?)</tr>' % re.escape(key), block, flags=re.S)
         if match:
             return match.group(1)

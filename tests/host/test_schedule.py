@@ -1,0 +1,92 @@
+"""The order cells run in, and how many repeats each measurement gets."""
+from __future__ import annotations
+
+import random
+
+from test_matrix import GOOD
+
+from envbench.cells import decide, expansion, schedule
+from envbench.matrix import models
+
+
+def _cells():
+    m = models.parse(GOOD)
+    return expansion.expand(m)
+
+
+def test_interleaved_rounds_hold_one_repeat_of_every_measurement_in_a_seeded_order():
+    cells = _cells()
+    rounds = schedule.rounds(cells, "interleaved", seed=11)
+    measurements = {decide.measurement(c) for c in cells}
+    assert len(rounds) == max(c.repeat for c in cells) + 1
+    for number, slots in enumerate(rounds):
+        assert {s.cell.repeat for s in slots} == {number}
+        assert {decide.measurement(s.cell) for s in slots} == measurements
+        assert [s.position for s in slots] == list(range(len(slots)))
+    # The same seed replays the same order; another seed shuffles otherwise.
+    again = schedule.rounds(cells, "interleaved", seed=11)
+    assert [[s.cell for s in r] for r in again] == [[s.cell for s in r] for r in rounds]
+    other = schedule.rounds(cells, "interleaved", seed=12)
+    assert [[s.cell for s in r] for r in other] != [[s.cell for s in r] for r in rounds]
+    # Shuffled, not the matrix's order: every environment's cells are not in one block.
+    first = [s.cell.environment for s in rounds[0]]
+    assert first != sorted(first, key=[c.environment for c in cells].index)
+
+
+def test_grouped_keeps_every_repeat_of_a_measurement_together():
+    cells = _cells()
+    (slots,) = schedule.rounds(cells, "grouped", seed=0)
+    assert [s.cell for s in slots] == cells
+    assert [s.round for s in slots] == [c.repeat for c in cells]
+
+
+def _record(walls, contended=False, status="ok"):
+    return {"status": status, "epochs": [{"wall_s": w} for w in walls],
+            "noise": {"contended": contended, "reasons": []}}
+
+
+def _side(rng, level, repeats, spread=0.02):
+    return [_record([level * (1 + rng.gauss(0, spread)) for _ in range(4)])
+            for _ in range(repeats)]
+
+
+A = ("a", "cpu", "—", False)
+B = ("b", "cpu", "—", False)
+
+
+def test_fixed_repeats_add_one_rerun_per_contended_repeat():
+    policy = decide.Policy(repeats=3, max_repeats=10, precision=0.03)
+    rng = random.Random(1)
+    done = {A: _side(rng, 1.0, 3), B: _side(rng, 1.0, 2) + [_record([1.0] * 4, True)]}
+    assert decide.wanted(policy, done) == {A: 3, B: 4}
+    # The re-run itself ran contended: it is not re-run again.
+    done[B].append(_record([1.0] * 4, True))
+    assert decide.wanted(policy, done) == {A: 3, B: 4}
+
+
+def test_auto_stops_when_the_answer_is_clear_and_goes_on_where_it_is_open():
+    policy = decide.Policy(repeats=None, max_repeats=6, precision=0.03)
+    rng = random.Random(2)
+    clear = {A: _side(rng, 1.0, 3, 0.01), B: _side(rng, 1.5, 3, 0.01)}
+    assert decide.wanted(policy, clear) == {A: 3, B: 3}
+    # Identical stacks, noisy repeats: the interval straddles 1 and is wide: one more round,
+    # up to max_repeats and no further.
+    noisy = {A: _side(rng, 1.0, 3, 0.10), B: _side(rng, 1.0, 3, 0.10)}
+    assert decide.wanted(policy, noisy) == {A: 4, B: 4}
+    capped = {A: _side(rng, 1.0, 6, 0.10), B: _side(rng, 1.0, 6, 0.10)}
+    assert decide.wanted(policy, capped) == {A: 6, B: 6}
+    # Identical stacks, quiet repeats: a narrow interval around 1 is an answer too.
+    quiet = {A: _side(rng, 1.0, 3, 0.001), B: _side(rng, 1.0, 3, 0.001)}
+    assert decide.wanted(policy, quiet) == {A: 3, B: 3}
+
+
+def test_auto_does_not_repeat_what_cannot_run_and_counts_only_clean_repeats():
+    policy = decide.Policy(repeats=None, max_repeats=6, precision=0.03)
+    rng = random.Random(3)
+    failed = [_record([], status="failed")] * 3
+    done = {A: failed, B: _side(rng, 1.0, 3, 0.001)}
+    assert decide.wanted(policy, done) == {A: 3, B: 3}
+    # Two of B's three repeats contended: too few clean ones, so another round.
+    done = {A: _side(rng, 1.0, 3, 0.001),
+            B: _side(rng, 1.0, 1, 0.001) + [_record([1.0] * 4, True)] * 2}
+    assert decide.wanted(policy, done)[B] == 4
