@@ -25,16 +25,26 @@ def test_the_demo_ends_with_a_report_of_its_two_stacks(base_tag, python_base, wh
     assert "demo: open %s" % (reports / "index.html").resolve() in proc.stdout
 
     records = [json.loads(p.read_text()) for p in (reports / "results").glob("*.json")]
-    assert len(records) == 6 and all(r["status"] == "ok" for r in records)
+    assert all(r["status"] == "ok" for r in records)
     environments = {r["cell"]["environment"] for r in records}
+    # repeats: auto: at least three rounds; more only while the comparison was open, and
+    # then the run said so; never past max_repeats (6), re-runs of contended repeats aside.
+    used = {name: sum(1 for r in records if r["cell"]["environment"] == name)
+            for name in environments}
+    contended = sum(1 for r in records if r["noise"]["contended"])
+    print("repeats used:", used, "contended:", contended)
+    assert all(3 <= n <= 6 + contended for n in used.values())
+    if max(used.values()) > 3:
+        assert "more cell(s) (comparisons still open" in proc.stdout
     assert environments == {"debian-python3-torch", "torch2.13.0-cpu"}
     torches = {r["cell"]["environment"]: r["env"]["torch"] for r in records}
     assert torches["debian-python3-torch"].startswith("1.13")
     assert torches["torch2.13.0-cpu"].startswith("2.13.0")
     page = (reports / "index.html").read_text()
     for name in environments:
-        median = statistics.median(r["summary"]["epoch_s_median"] for r in records
-                                   if r["cell"]["environment"] == name)
+        mine = [r for r in records if r["cell"]["environment"] == name]
+        clean = [r for r in mine if not r["noise"]["contended"]] or mine
+        median = statistics.median(r["summary"]["epoch_s_median"] for r in clean)
         table = re.search(r'<table class="headline" data-environment="%s">(.*?)</table>'
                           % re.escape(name), page, flags=re.S).group(1)
         assert ">%.2f<" % median in table, (name, median)
