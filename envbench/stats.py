@@ -80,6 +80,18 @@ def _resampled(repeats: Sequence[Sequence[float]], rng: random.Random) -> float:
                    for epochs in drawn])
 
 
+def hierarchical_median_ci(repeats: Sequence[Sequence[float]], confidence: float = 0.95,
+                           resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap CI of repeat_median(repeats), drawn the same two-stage way as
+    hierarchical_ratio_ci: repeats with replacement, then epochs within each."""
+    if not repeats or not all(repeats):
+        raise ValueError("bootstrap of an empty sample")
+    rng = random.Random(seed)
+    draws = [_resampled(repeats, rng) for _ in range(resamples)]
+    tail = (1.0 - confidence) / 2.0
+    return quantile(draws, tail), quantile(draws, 1.0 - tail)
+
+
 def hierarchical_ratio_ci(numerator: Sequence[Sequence[float]],
                           denominator: Sequence[Sequence[float]], confidence: float = 0.95,
                           resamples: int = 2000, seed: int = 0) -> tuple[float, float]:

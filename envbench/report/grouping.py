@@ -17,6 +17,8 @@ from envbench.results.identity import Identity, variant_text
 from envbench.results.record import Epoch, Result
 
 NOISY_CV = 0.05
+# Below this many clean repeats, a bootstrap of the repeats says nothing honest.
+MIN_REPEATS = 3
 # The value each swept optimisation is measured against ("what you get without it").
 EFFECT_BASELINES: dict[str, Any] = {"amp": "off", "pipeline": "classic", "compile": "off",
                                     "channels_last": False, "accumulate": 1, "workers": 2,
@@ -215,6 +217,13 @@ class Group:
         return [e.wall_s for e in self.steady_epochs]
 
     @property
+    def epoch_ci(self) -> tuple[float, float] | None:
+        """95% interval of the median epoch, resampling clean repeats then their epochs;
+        None below MIN_REPEATS clean repeats."""
+        walls = self.repeat_walls
+        return stats.hierarchical_median_ci(walls) if len(walls) >= MIN_REPEATS else None
+
+    @property
     def spread(self) -> tuple[float, float] | None:
         walls = self.epoch_walls
         return (min(walls), max(walls)) if walls else None
@@ -403,10 +412,6 @@ def seconds(g: Group) -> float:
     """The median epoch of a group already known to have one (a sort key, a ratio)."""
     assert g.epoch_s is not None, "%s has no finished repeat" % (g.key,)
     return g.epoch_s
-
-
-# Below this many clean repeats a side, a bootstrap of the repeats says nothing honest.
-MIN_REPEATS = 3
 
 
 def speedup(g: Group, base: Group) -> Speedup | None:
