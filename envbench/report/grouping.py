@@ -94,14 +94,15 @@ class Group:
     def noise_seen(self) -> str | None:
         """What the sensors saw at worst over this group's repeats, in words; None if nothing
         was sensed."""
-        shares = [r.noise.host["other_cpu_share"] for r in self.ok if r.noise and r.noise.host
-                  and r.noise.host.get("other_cpu_share") is not None]
+        hosts = [r.noise.host for r in self.ok if r.noise and r.noise.host]
+        shares = [h["other_cpu_share"] for h in hosts if h.get("other_cpu_share") is not None]
+        steals = [h["steal_share"] for h in hosts if h.get("steal_share") is not None]
         reasons = sorted({reason for r in self.contended if r.noise for reason in r.noise.reasons})
-        if reasons:
-            return "; ".join(reasons)
-        if shares:
-            return "other processes used at most %.0f%% of its cores" % (100 * max(shares))
-        return None
+        if not reasons and shares:
+            reasons = ["other processes used at most %.0f%% of its cores" % (100 * max(shares))]
+        if steals and max(steals) >= 0.01:
+            reasons.append("steal up to %.0f%%" % (100 * max(steals)))
+        return "; ".join(reasons) or None
 
     @property
     def failed(self) -> list[Result]:

@@ -190,7 +190,7 @@ STATISTICS = ("Each cell's figure is the median of its steady epochs (every epoc
               "are not independent draws. With fewer than %d clean repeats on a side there is no "
               "interval. A verdict is given in words only when the interval excludes 1. Repeats "
               "that the host sensors saw contended (other processes using more than %.0f%% of "
-              "the cell's CPU time on its cores, steal above that share, or a throttling GPU) are "
+              "the cell's CPU time on its cores, or a throttling GPU) are "
               "left out of figures and verdicts wherever clean repeats exist, and the page says "
               "how many. Cells run in rounds, one repeat of every cell per round in a shuffled "
               "order, so that drift falls on every environment alike."

@@ -85,7 +85,7 @@ def test_a_rerun_runs_only_missing_cells_and_a_killed_run_resumes(first_run, e2e
     results = reports / "results"
     next(results.glob("torch2.13-cpu__cpu__base__r0__*.json")).unlink()
     proc = envbench(e2e_env, "bench", "--matrix", E2E_MATRIX, "--data", cifar,
-                    "--reports", reports)
+                    "--reports", reports, "--order", "grouped")
     assert proc.returncode == 0, proc.stdout[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
     assert "cached" in lines[0] and "debian-torch1.13" in lines[0]
@@ -95,7 +95,8 @@ def test_a_rerun_runs_only_missing_cells_and_a_killed_run_resumes(first_run, e2e
     for path in results.glob("*.json"):
         path.unlink()
     proc = subprocess.Popen([sys.executable, "-m", "envbench", "bench", "--matrix", str(E2E_MATRIX),
-                             "--data", str(cifar), "--reports", str(reports)], cwd=ROOT,
+                             "--data", str(cifar), "--reports", str(reports), "--order",
+                             "grouped"], cwd=ROOT,
                             env=e2e_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     deadline = time.monotonic() + 300
@@ -117,7 +118,7 @@ def test_a_rerun_runs_only_missing_cells_and_a_killed_run_resumes(first_run, e2e
     assert not client.containers.list(all=True, filters={"label": "envbench.cell"}), \
         "the interrupted cell's container was left behind"
     again = envbench(e2e_env, "bench", "--matrix", E2E_MATRIX, "--data", cifar,
-                     "--reports", reports)
+                     "--reports", reports, "--order", "grouped")
     assert again.returncode == 0, again.stdout[-3000:]
     lines = [line for line in again.stdout.splitlines() if line.startswith("[")]
     assert "cached" in lines[0] and "cached" not in lines[1]
