@@ -21,9 +21,14 @@ def autocast_factory(device, amp):
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[amp]
     if not hasattr(torch, "autocast"):
         raise UnsupportedOption("--amp %s needs torch>=1.10, image has %s" % (amp, torch_version()))
-    if device.type == "cuda" and amp == "bf16" and not torch.cuda.is_bf16_supported():
-        raise UnsupportedOption("--amp bf16: %s does not support bfloat16"
-                                % torch.cuda.get_device_name(device))
+    if device.type == "cuda" and amp == "bf16":
+        # torch >= 2.4's is_bf16_supported() counts emulation and says True on a T4 or V100,
+        # torch 1.12 refuses: the capability decides, so one matrix means one thing.
+        major, minor = torch.cuda.get_device_capability(device)
+        if major < 8:
+            raise UnsupportedOption("--amp bf16 needs compute capability 8.0 or newer "
+                                    "(bfloat16 tensor cores); this %s is %d.%d"
+                                    % (torch.cuda.get_device_name(device), major, minor))
     # Older torch turns an unsupported autocast dtype into a warning and runs in fp32; a
     # benchmark that silently measured fp32 under an "amp" label would be a lie.
     with warnings.catch_warnings(record=True) as caught:

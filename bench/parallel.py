@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -27,17 +28,23 @@ from bench.compat import torch_version
 from bench.errors import RankFailed, UnsupportedOption
 
 RENDEZVOUS_TIMEOUT_S = 300
+# A rank that wrote its done marker and is still alive this long after is ended: its work is
+# done and whatever holds it (a teardown deadlock) is not the run's.
+DONE_GRACE_S = 10
+# DDP models of rank 0, never destroyed: see finish().
+KEEP_ALIVE = []
 
 
 class World(object):
     """Who this process is in the run: rank, world size, backend, and its device."""
 
-    def __init__(self, mode, size, rank=0, backend=None, device_index=None):
+    def __init__(self, mode, size, rank=0, backend=None, device_index=None, done_marker=None):
         self.mode = mode
         self.size = size
         self.rank = rank
         self.backend = backend
         self.device_index = device_index
+        self.done_marker = done_marker  # a spawned rank's "my work is done" file
 
     @property
     def distributed(self):
@@ -117,17 +124,51 @@ def join_group(world, store_path):
                             timeout=datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
 
 
-def leave_group():
-    import torch.distributed as dist
+def finish(world, *alive):
+    """End a rank's training without destroying DDP's reducer.
 
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    Destroying it (~Reducer -> ~ProcessGroupGloo) joins a gloo worker thread that may itself
+    wait for the GIL to free a tensor: under torch 1.13 rank 1 deadlocked there, and the run
+    waited 300 s for it (read with py-spy). So a spawned rank says it is done and ends at
+    once, skipping every destructor; rank 0 keeps its DDP model alive to the end of the
+    process, which bench's __main__ ends without finalisation after the result is written.
+    """
+    if not world.distributed:
+        return
+    if world.rank != 0 and world.done_marker:
+        open(world.done_marker, "w").close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    KEEP_ALIVE.extend(alive)
 
 
-def wrap(net, world):
+def ended_without_finalisation():
+    """True once a ddp rank 0 kept its model alive: the process must end with os._exit."""
+    return bool(KEEP_ALIVE)
+
+
+class AutocastInside(torch.nn.Module):
+    """Each call runs inside the run's autocast. DataParallel's replica threads re-enter
+    autocast with the caller's enabled flag but not its dtype, and a new thread's default is
+    float16: under --amp bf16 the replicas would compute in fp16 without loss scaling. So
+    the replicas enter the run's own autocast (dtype included) themselves."""
+
+    def __init__(self, module, autocast):
+        super().__init__()
+        self.module = module
+        self.autocast = autocast
+
+    def forward(self, *args, **kwargs):
+        with self.autocast():
+            return self.module(*args, **kwargs)
+
+
+def wrap(net, world, autocast=None):
     """The model the train step calls: the network itself, or its parallel wrapper."""
     if world.mode == "dp":
-        return torch.nn.DataParallel(net, device_ids=list(range(world.size)))
+        inner = AutocastInside(net, autocast) if autocast is not None else net
+        return torch.nn.DataParallel(inner, device_ids=list(range(world.size)))
     if world.mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
@@ -162,7 +203,8 @@ def barrier(world):
 def _child(config, rank, size, store_path, folder, train_fn):
     """Entry point of rank 1.. (spawned): train, and leave an error file if it fails."""
     world = World("ddp", size, rank, "nccl" if config["device"] == "cuda" else "gloo",
-                  rank if config["device"] == "cuda" else None)
+                  rank if config["device"] == "cuda" else None,
+                  os.path.join(folder, "rank%d.done" % rank))
     try:
         train_fn(config, result.new_record(config), world, store_path)
     except BaseException as exc:  # noqa: B036 - the parent must learn why this rank ended
@@ -170,9 +212,9 @@ def _child(config, rank, size, store_path, folder, train_fn):
         with open(os.path.join(folder, "rank%d.error.json" % rank), "w") as f:
             json.dump(error, f)
         raise SystemExit(1)
-    # Its share is done and the group left: say so, then end without the interpreter's
-    # finalisation, where gloo's threads can still abort the process ("terminate called
-    # without an active exception", SIGABRT, seen once in CI) after the work is complete.
+    # train() ends a finished rank itself (finish()); should it return, the same: say so,
+    # then end without the interpreter's finalisation, where gloo's threads can abort the
+    # process ("terminate called without an active exception", SIGABRT, seen once in CI).
     open(os.path.join(folder, "rank%d.done" % rank), "w").close()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -201,8 +243,7 @@ def run_ddp(config, record, world, train_fn):
                                  % (failure, type(exc).__name__, str(exc).splitlines()[0][:200]
                                     if str(exc) else ""))
             raise
-        for child in children:
-            child.join(RENDEZVOUS_TIMEOUT_S)
+        _await(children, folder)
         failure = _child_failure(folder, children)
         if failure is not None:
             raise RankFailed(failure)
@@ -217,6 +258,24 @@ def run_ddp(config, record, world, train_fn):
                 child.terminate()
             child.join(10)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _await(children, folder):
+    """Wait for the ranks to end: a failure ends the wait at once; a rank that wrote its done
+    marker gets DONE_GRACE_S to exit and is then ended (its figures are complete)."""
+    deadline = time.monotonic() + RENDEZVOUS_TIMEOUT_S
+    done_since = {}
+    while any(child.is_alive() for child in children) and time.monotonic() < deadline:
+        if _child_failure(folder, children) is not None:
+            return
+        for rank, child in enumerate(children, start=1):
+            if child.is_alive() and os.path.exists(os.path.join(folder, "rank%d.done" % rank)):
+                since = done_since.setdefault(rank, time.monotonic())
+                if time.monotonic() - since > DONE_GRACE_S:
+                    print("warning: rank %d finished its work but did not exit within %d s; "
+                          "ended" % (rank, DONE_GRACE_S), file=sys.stderr, flush=True)
+                    child.terminate()
+        time.sleep(0.1)
 
 
 def _exit_text(code):

@@ -24,8 +24,34 @@ def select_device(name):
                    else "torch %s was built for CUDA %s but sees no GPU (no --gpus, or no driver)"
                    % (torch.__version__, torch.version.cuda))
             raise DeviceUnavailable("--device cuda: %s" % why)
+        check_kernels(0)
         return torch.device("cuda", 0)
     return torch.device("cpu")
+
+
+def _arch(flag):
+    """'sm_86' -> (8, 6); 'sm_100a' -> (10, 0); 'compute_90' -> (9, 0)."""
+    digits = "".join(c for c in flag.split("_", 1)[1] if c.isdigit())
+    return int(digits[:-1]), int(digits[-1])
+
+
+def check_kernels(index):
+    """The first kernel would fail with 'no kernel image is available' on a GPU this torch
+    was not compiled for: say so in one sentence before anything runs. A cubin for sm_XY
+    runs on XY..X9; PTX for XY is compiled by the driver for XY and newer."""
+    flags = torch.cuda.get_arch_list() if hasattr(torch.cuda, "get_arch_list") else []
+    if not flags:
+        return  # a build that does not say: let the first kernel speak
+    capability = tuple(torch.cuda.get_device_capability(index))
+    cubins = [_arch(f) for f in flags if f.startswith("sm_")]
+    ptx = [_arch(f) for f in flags if f.startswith("compute_")]
+    if any(m == capability[0] and n <= capability[1] for m, n in cubins) or any(
+            p <= capability for p in ptx):
+        return
+    raise DeviceUnavailable("torch %s has kernels for %s; this %s is sm_%d%d"
+                            % (torch.__version__, " ".join(flags),
+                               torch.cuda.get_device_name(index), capability[0],
+                               capability[1]))
 
 
 def load_data(config):
@@ -129,7 +155,7 @@ def train(config, record, world, store_path=None):
     net = model_info.MODELS[config["model"]]().to(device)
     if config["channels_last"]:
         net = net.to(memory_format=torch.channels_last)
-    wrapped = parallel.wrap(net, world)
+    wrapped = parallel.wrap(net, world, autocast if config["amp"] != "off" else None)
     model = compat.compile_model(wrapped, config["compile"])
     # Outside ddp the test pass uses the model as trained (compiled too); under ddp rank 0
     # tests alone, so it calls the network itself, which needs no other rank.
@@ -215,8 +241,7 @@ def train(config, record, world, store_path=None):
         if config.get("save_weights"):
             torch.save(net.state_dict(), config["save_weights"])
     parallel.barrier(world)  # the others wait for rank 0's test pass before leaving
-    if world.distributed:
-        parallel.leave_group()
+    parallel.finish(world, model, wrapped)
     return record
 
 

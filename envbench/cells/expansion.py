@@ -125,7 +125,7 @@ def prepare(cell: Cell, target: Target, host: Host | int, data: DataIdentity,
             image_id: str | None) -> Prepared:
     """Resources from the target and host, bench's options, and the identity: the runner's
     cells and the report's idea of the current matrix both come from here."""
-    res = resources.plan(target, host, cell.settings["threads"])
+    res = resources.plan(target, host, cell.settings["threads"], cell.settings["parallel"])
     args = bench_args(cell, res, data.synthetic)
     config = bench_config(args)
     ident = identity.make(cell.environment, cell.target, image_id, res.as_record(), config,

@@ -12,8 +12,18 @@ from typing import Any, TextIO
 import docker
 
 from envbench import stats, users
-from envbench.cells import containerrun, dataset, decide, records, resources, schedule, summary
+from envbench.cells import (
+    containerrun,
+    dataset,
+    decide,
+    gpufit,
+    records,
+    resources,
+    schedule,
+    summary,
+)
 from envbench.cells import expansion as cellmod
+from envbench.cells.gpufit import GpuBlock
 from envbench.cells.progress import MatrixProgress
 from envbench.engine import connection, gpu
 from envbench.engine.host import Host
@@ -25,15 +35,6 @@ from envbench.matrix import models
 from envbench.options import Options
 from envbench.results import store
 from envbench.results.identity import DataIdentity
-
-
-@dataclass(frozen=True)
-class GpuBlock:
-    """Why this host cannot run an environment's GPU cells: the error type its cells are
-    recorded with, and the sentence."""
-
-    kind: str
-    sentence: str
 
 
 def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
@@ -54,13 +55,14 @@ def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
     return m, cells
 
 
-def planned(name: str, env: models.Environment, opts: Options, out: TextIO) -> dockerfile.Plan:
+def planned(m: models.Matrix, name: str, opts: Options, out: TextIO) -> dockerfile.Plan:
     """The image plan of an environment, with its lock (created when missing, refused when
     stale) for a pip stack."""
+    env = m.environments[name]
     lock = None
     if env.source == "pip":
         lock = lockmod.ensure(name, env, opts.matrix_dir, opts.locks_dir, opts.frozen, out)
-    return dockerfile.plan(name, env, opts.matrix_dir, lock)
+    return dockerfile.plan(name, env, opts.matrix_dir, lock, m.needs_compiler)
 
 
 def build_images(client: docker.DockerClient, m: models.Matrix, env_names: list[str],
@@ -73,7 +75,7 @@ def build_images(client: docker.DockerClient, m: models.Matrix, env_names: list[
     for name in env_names:
         p = None
         try:
-            p = planned(name, m.environments[name], opts, out)
+            p = planned(m, name, opts, out)
             image = build.build(client, p, opts.log_dir, opts.allow_pull, out)
             base = connection.image_or_none(client, p.base)
             built[name] = BuiltImage(p, image, build.base_digest(base) if base else None)
@@ -269,25 +271,25 @@ def _more(m: models.Matrix, opts: Options,
 
 def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmod.Cell],
                out: TextIO) -> dict[str, GpuBlock]:
-    """The GPU checks, before any build: environments whose GPU cells cannot run
-    here, with the one sentence each cell will be recorded with."""
-    envs = sorted({c.environment for c in cells if m.targets[c.target].device == "cuda"})
-    if not envs:
+    """The GPU checks, before any build: environments whose GPU cells cannot run here (no
+    kernels for this GPU, no GPU runtime, a driver too old), with the one sentence each
+    cell will be recorded with."""
+    names = sorted({c.environment for c in cells if m.targets[c.target].device == "cuda"})
+    if not names:
         return {}
-    images_here = client.images.list(filters={"label": "envbench.environment"})
-    found = gpu.state(client, images_here[0] if images_here else None)
-    if not found.runtime:
-        print("GPU cells cannot run on this host: %s" % gpu.NO_RUNTIME, file=out, flush=True)
-        return {name: GpuBlock("GpuUnavailable", gpu.NO_RUNTIME) for name in envs}
-    driver = found.driver
+    found = gpu.state(client, None)
     if found.gpus:
-        print("GPUs: %s; driver %s" % (", ".join(g.name for g in found.gpus), driver), file=out)
-    blocked: dict[str, GpuBlock] = {}
-    for name in envs:
-        issue = gpu.driver_problem(name, m.environments[name].cuda or "", driver)
-        if issue:
-            print("GPU cells of %s cannot run here: %s" % (name, issue), file=out, flush=True)
-            blocked[name] = GpuBlock("DriverTooOld", issue)
+        print("GPUs: %s; driver %s" % (", ".join(
+            "%s%s" % (g.name, " (sm_%d%d)" % g.capability if g.capability else "")
+            for g in found.gpus), found.driver), file=out)
+    blocked = gpufit.blocks(client, {n: m.environments[n] for n in names}, found)
+    host_wide = {why.sentence for why in blocked.values() if why.kind == "GpuUnavailable"}
+    for sentence in sorted(host_wide):  # the runtime's reason, once for every stack
+        print("GPU cells cannot run on this host: %s" % sentence, file=out, flush=True)
+    for name, why in blocked.items():
+        if why.kind != "GpuUnavailable":
+            print("GPU cells of %s cannot run here: %s" % (name, why.sentence), file=out,
+                  flush=True)
     return blocked
 
 
@@ -314,12 +316,13 @@ def remove_leftovers(client: docker.DockerClient, out: TextIO) -> None:
 def print_resources(m: models.Matrix, cells: list[cellmod.Cell], host: Host,
                     out: TextIO) -> None:
     """Say what each target's cells may use on this host before anything runs."""
-    seen: set[tuple[str, Any]] = set()
+    seen: set[tuple[str, Any, Any]] = set()
     for cell in cells:
-        key = (cell.target, cell.settings["threads"])
+        key = (cell.target, cell.settings["threads"], cell.settings["parallel"])
         if key in seen:
             continue
         seen.add(key)
-        res = resources.plan(m.targets[cell.target], host, cell.settings["threads"])
+        res = resources.plan(m.targets[cell.target], host, cell.settings["threads"],
+                             cell.settings["parallel"])
         print("target %s on this %d-CPU host: %s" % (cell.target, host.cpus, res.describe()),
               file=out)

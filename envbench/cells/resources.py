@@ -39,6 +39,8 @@ class Resources:
             parts.append("quota %d CPU%s" % (self.cpus, "s" if self.cpus != 1 else ""))
         if self.cpuset is not None:
             parts.append("cores %s" % self.cpuset)
+        if self.gpus is not None:
+            parts.append("GPUs %s" % self.gpus)
         if self.memory is not None:
             parts.append("memory %s%s%s" % (self.memory, " (host less a reserve)"
                                              if self.memory_from == "host" else "",
@@ -57,12 +59,15 @@ def default_memory(host_memory: int) -> str:
     return "%dm" % max(64, (host_memory - reserve) // 2**20)
 
 
-def plan(target: Target, host: Host | int, threads: int | None = None) -> Resources:
+def plan(target: Target, host: Host | int, threads: int | None = None,
+         parallel: str = "none") -> Resources:
     """The resources of a cell on ``target`` on ``host`` (a Host, or just its CPU count).
 
     ``threads`` is the matrix's explicit setting (None: derive it). A quota above what the
     host has is capped to the host (the engine refuses more), and the cpuset then names the
-    first cores, so that quota and cores agree.
+    first cores, so that quota and cores agree. A cell that trains on one device
+    (``parallel: none``) gets one GPU of a target with ``gpus: all``: it trains on cuda:0
+    alone, and its row must not read "8 × H200".
     """
     if not isinstance(host, Host):
         host = Host(host)
@@ -84,8 +89,16 @@ def plan(target: Target, host: Host | int, threads: int | None = None) -> Resour
         memory, memory_from = default_memory(host_memory), "host"
     return Resources(device=target.device, cpus=cpus, cpuset=cpuset, threads=effective,
                      threads_from=source, host_cpus=host_cpus, memory=memory,
-                     swap=target.swap, gpus=target.gpus if target.device == "cuda" else None,
+                     swap=target.swap, gpus=_gpus(target, parallel),
                      memory_from=memory_from, host_memory_bytes=host_memory)
+
+
+def _gpus(target: Target, parallel: str) -> str | int | None:
+    if target.device != "cuda":
+        return None
+    if parallel == "none" and target.gpus in (None, "all"):
+        return 1
+    return target.gpus
 
 
 def _first_cores(count: int) -> str:

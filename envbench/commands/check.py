@@ -65,7 +65,7 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
                 elif state is lockmod.LockState.MISSING:
                     warnings.append("environments.%s: no lock yet: `bench` will resolve %s "
                                     "(or run `nox -s lock` and commit it)" % (name, where))
-            plans[name] = dockerfile.plan(name, env, matrix_dir, current)
+            plans[name] = dockerfile.plan(name, env, matrix_dir, current, m.needs_compiler)
         except UserError as exc:
             problems.append(str(exc))
     if not (opts.synthetic or m.benchmark.data == "synthetic"):

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench.cells import dataset
+from envbench.cells import dataset, gpufit
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
+from envbench.images import archs
 from envbench.matrix import models, sources
 from envbench.matrix.models import Matrix
 from envbench.options import Options
@@ -67,32 +68,7 @@ def diagnose(m: Matrix, data_dir: Path | None = None) -> list[Check]:
     who = "as root" if os.geteuid() == 0 else "as this user, without sudo"
     out.append(Check(True, "Docker engine %s answers %s" % (version, who)))
 
-    base = next((img for img in client.images.list(filters={"label": "envbench.environment"})),
-                None)
-    found = gpu.state(client, base)
-    out.append(Check(found.runtime, "NVIDIA runtime in the engine" if found.runtime else
-                     "NVIDIA runtime: this Docker engine has none (GPU targets cannot run)",
-                     gpu.NVIDIA_FIX))
-    driver = found.driver
-    if found.gpus:
-        names = ", ".join("%s (%s)" % (g.name, g.memory) for g in found.gpus)
-        out.append(Check(True, "GPUs: %s; driver %s" % (names, driver)))
-    else:
-        out.append(Check(False, "GPUs and driver: not read (%s)" % (
-            found.problem or "no NVIDIA runtime"), gpu.NVIDIA_FIX if not found.runtime else
-            "check `nvidia-smi` on the host"))
-    for name, env in m.environments.items():
-        if env.cuda:
-            needed = gpu.min_driver(env.cuda)
-            issue = gpu.driver_problem(name, env.cuda, driver)
-            if driver is None:
-                out.append(Check(False, "%s: CUDA %s needs driver >= %s; this host's driver is "
-                                 "unknown" % (name, env.cuda, needed or "?"),
-                                 "install the NVIDIA driver and runtime"))
-            else:
-                out.append(Check(issue is None, issue or "%s: CUDA %s needs driver >= %s, this "
-                                 "host has %s" % (name, env.cuda, needed, driver),
-                                 "upgrade the NVIDIA driver"))
+    out.extend(_gpu_checks(client, m))
     out.append(_disk(client, m))
     root = data_dir or dataset.default_cache()
     ready = dataset.is_ready(root)
@@ -117,6 +93,53 @@ def diagnose(m: Matrix, data_dir: Path | None = None) -> list[Check]:
     out.append(Check(problem is None, "the default package index (pip's) %s" % (
         "answers" if problem is None else "does not answer: %s" % problem),
         "check pip's configuration (`pip config list`) and the network"))
+    return out
+
+
+def _gpu_checks(client: Any, m: Matrix) -> list[Check]:
+    """The runtime (a real --gpus probe), the GPUs (this host's nvidia-smi first), and per
+    CUDA stack the verdict `bench` acts on: kernels for this GPU, the driver it needs."""
+    found = gpu.state(client, None)
+    out = []
+    if found.runtime:
+        out.append(Check(True, "NVIDIA runtime: a container gets the GPUs (--gpus probe)"))
+    elif found.runtime is None:
+        out.append(Check(False, "NVIDIA runtime: %s" % found.problem, "run `nox -s doctor` "
+                         "again once an image is built, or check `docker run --gpus all`"))
+    elif found.problem in (None, gpu.NO_RUNTIME):
+        out.append(Check(False, "NVIDIA runtime: this Docker engine has none (GPU targets "
+                         "cannot run)", gpu.NVIDIA_FIX))
+    else:
+        out.append(Check(False, "NVIDIA runtime: a --gpus probe failed: %s" % found.problem,
+                         "fix the driver or runtime as the message says"))
+    if found.gpus:
+        names = ", ".join("%s (%s%s)" % (g.name, g.memory, ", sm_%d%d" % g.capability
+                                         if g.capability else "") for g in found.gpus)
+        out.append(Check(True, "GPUs: %s; driver %s" % (names, found.driver)))
+    else:
+        out.append(Check(False, "GPUs and driver: not read (%s)" % (
+            found.problem or "no nvidia-smi on this host"),
+            gpu.NVIDIA_FIX if found.runtime is False else "check `nvidia-smi` on the host"))
+    first = found.gpus[0] if found.gpus else None
+    for name, env in m.environments.items():
+        if not env.cuda:
+            continue
+        compiled = gpufit.stack_archs(client, name, env)
+        misfit = archs.misfit(name, env.torch, env.cuda, compiled, first.name,
+                              first.capability) \
+            if first is not None and first.capability is not None and compiled else None
+        issue = gpu.driver_problem(name, env.cuda, found.driver)
+        if misfit:
+            out.append(Check(False, misfit, "run this stack on a GPU it was built for, or "
+                                            "choose a stack built for this one"))
+        elif found.driver is None:
+            out.append(Check(False, "%s: CUDA %s needs driver >= %s; this host's driver is "
+                             "unknown" % (name, env.cuda, gpu.min_driver(env.cuda) or "?"),
+                             "install the NVIDIA driver and runtime"))
+        elif issue:
+            out.append(Check(False, issue, "upgrade the NVIDIA driver"))
+        else:
+            out.append(Check(True, gpufit.fit_line(name, env, found, compiled)))
     return out
 
 

@@ -1,8 +1,12 @@
-"""GPUs as the kit knows them, in one place: device requests, the probe that explains a
-missing runtime, nvidia-smi read through the engine, and the driver each CUDA stack needs."""
+"""GPUs as the kit knows them, in one place: device requests, the probe that decides whether
+the engine can give GPUs to a container, the GPUs as this host's nvidia-smi (or the engine)
+lists them, and the driver each CUDA stack needs."""
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -27,19 +31,22 @@ class GpuInfo:
     name: str
     driver: str
     memory: str
+    capability: tuple[int, int] | None = None  # compute capability (9, 0) for an H100/H200
 
 
 @dataclass(frozen=True)
 class GpuState:
-    """What this engine offers GPU cells: the runtime, the GPUs, or why they are unknown."""
+    """What this host offers GPU cells: whether the engine gives containers GPUs (None: not
+    probed, with the reason in problem), the GPUs, or why they are unknown."""
 
-    runtime: bool
+    runtime: bool | None
     gpus: tuple[GpuInfo, ...] = ()
-    problem: str | None = None  # why the GPUs could not be read
+    problem: str | None = None  # why the runtime or the GPUs could not be told
+    driver_only: str | None = None  # the driver, where only /proc could be read
 
     @property
     def driver(self) -> str | None:
-        return self.gpus[0].driver if self.gpus else None
+        return self.gpus[0].driver if self.gpus else self.driver_only
 
 
 def requested_count(gpus: str | int | None) -> int:
@@ -52,10 +59,25 @@ def device_requests(count: int) -> list[DeviceRequest]:
     return [DeviceRequest(count=count, capabilities=[["gpu"]])]
 
 
+# What nvidia-container-cli says when the runtime is there but the driver is not right.
+DRIVER_ERRORS = (
+    ("driver/library version mismatch", "the NVIDIA kernel driver and its user-space library "
+     "differ (a driver upgraded without a reboot): reboot the host"),
+    ("driver not loaded", "the NVIDIA kernel driver is not loaded: install the driver, or "
+     "load it (`sudo modprobe nvidia`; `nvidia-smi` says why)"),
+    ("no cuda-capable device", "the NVIDIA runtime found no GPU on this host"),
+)
+
+
 def explain(exc: BaseException) -> str:
     text = str(exc)
-    if "could not select device driver" in text or "nvidia-container-cli" in text:
+    if "could not select device driver" in text:
         return NO_RUNTIME
+    for symptom, sentence in DRIVER_ERRORS:
+        if symptom in text.lower():
+            return sentence
+    if "nvidia-container-cli" in text:
+        return "the NVIDIA container runtime refused the GPUs: %s" % connection.explain(exc)[:300]
     if not isinstance(exc, docker.errors.APIError):
         return connection.explain(exc)  # not a refusal of the GPUs: the engine's own failure
     return "the engine refused GPUs: %s" % connection.explain(exc)[:400]
@@ -116,19 +138,90 @@ def query(client: docker.DockerClient, image: Any,
     return gpus, (None if gpus else "nvidia-smi printed no GPU: %s" % text.strip()[:200])
 
 
-def state(client: docker.DockerClient, image: Any | None) -> GpuState:
-    """The runtime (from the engine's info) and, where an image is there to run nvidia-smi
-    in, the GPUs and their driver."""
+HOST_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap",
+              "--format=csv,noheader"]
+
+
+def _capability(text: str) -> tuple[int, int] | None:
+    major, _, minor = text.strip().partition(".")
+    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+
+
+def host_gpus() -> list[GpuInfo] | None:
+    """The GPUs as this machine's own nvidia-smi lists them, with their compute capability;
+    None where there is no nvidia-smi here or it cannot answer."""
+    if shutil.which("nvidia-smi") is None:
+        return None
     try:
-        runtimes = client.info().get("Runtimes") or {}
-    except ENGINE_ERRORS as exc:
-        return GpuState(False, problem=connection.explain(exc))
-    if "nvidia" not in runtimes:
-        return GpuState(False)
+        proc = subprocess.run(HOST_QUERY, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    gpus = []
+    for line in proc.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 4 and parts[1][:1].isdigit():
+            gpus.append(GpuInfo(parts[0], parts[1], parts[2], _capability(parts[3])))
+    return gpus or None
+
+
+def proc_driver() -> str | None:
+    """The loaded NVIDIA kernel driver's version, from /proc (no nvidia-smi needed)."""
+    try:
+        first = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    for word in first.split():
+        if word[:1].isdigit() and word.count(".") >= 1:
+            return word
+    return None
+
+
+def probe_image(client: docker.DockerClient) -> Any | None:
+    """An image to probe GPUs with: one of the kit's, else any the engine has."""
+    for filters in ({"label": "envbench.environment"}, {"reference": "envbench/*"}, None):
+        try:
+            found = client.images.list(filters=filters) if filters else client.images.list()
+        except ENGINE_ERRORS:
+            return None
+        if found:
+            return found[0]
+    return None
+
+
+def runtime_works(client: docker.DockerClient, image: Any | None) -> tuple[bool | None, str | None]:
+    """Whether the engine gives a container GPUs, by a real `--gpus all` probe (Docker
+    registers the GPU driver from nvidia-container-runtime-hook on PATH, with or without a
+    "nvidia" runtime entry, so the engine's runtime list proves nothing). (None, why) where
+    there is no image to probe with yet: then the engine's runtime list is all there is."""
+    image = image or probe_image(client)
     if image is None:
-        return GpuState(True, problem="no image to run nvidia-smi in yet")
-    gpus, problem = query(client, image, -1)
-    return GpuState(True, tuple(gpus), problem)
+        try:
+            runtimes = client.info().get("Runtimes") or {}
+        except ENGINE_ERRORS as exc:
+            return False, connection.explain(exc)
+        return (True if "nvidia" in runtimes else None,
+                "not probed (no image in the engine yet); the engine lists %s runtime"
+                % ("an NVIDIA" if "nvidia" in runtimes else "no NVIDIA"))
+    problem = probe(client, image, -1)
+    return problem is None, problem
+
+
+def state(client: docker.DockerClient, image: Any | None) -> GpuState:
+    """The runtime (a real probe) and the GPUs: this host's nvidia-smi where it has one,
+    else nvidia-smi inside a container with the GPUs attached, else the driver from /proc."""
+    runtime, problem = runtime_works(client, image)
+    gpus = host_gpus()
+    if gpus:
+        return GpuState(runtime, tuple(gpus), problem)
+    image = image or probe_image(client)
+    if runtime and image is not None:
+        found, why = query(client, image, -1)
+        if found:
+            return GpuState(runtime, tuple(found), problem)
+        problem = problem or why
+    return GpuState(runtime, (), problem, driver_only=proc_driver())
 
 
 def _version(text: str) -> tuple[int, ...]:

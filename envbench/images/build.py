@@ -3,6 +3,7 @@ the base image (never pulled by surprise), and the build's log streamed as it co
 from __future__ import annotations
 
 import io
+import json
 import re
 import sys
 import tarfile
@@ -15,7 +16,7 @@ import docker
 
 from envbench.engine.connection import ENGINE_ERRORS, explain, image_or_none
 from envbench.errors import UserError
-from envbench.images import wheelcache
+from envbench.images import archs, wheelcache
 from envbench.images.dockerfile import Plan
 from envbench.users import own
 
@@ -119,7 +120,44 @@ def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool 
     image = image_or_none(client, p.tag)
     if image is None:
         raise UserError("building %s reported success but %s is missing" % (p.name, p.tag))
-    return image
+    return label_archs(client, p, image, out) if p.env.cuda else image
+
+
+# torch._C._cuda_getArchFlags() lists the compiled architectures without a GPU (its public
+# get_arch_list() says [] where no GPU is visible, as at build time).
+ARCH_QUERY = "import torch; print(torch._C._cuda_getArchFlags())"
+
+
+def label_archs(client: docker.DockerClient, p: Plan, image: Any, out: TextIO) -> Any:
+    """Record a CUDA image's compiled architectures as its envbench.cuda.archs label (a
+    one-line build FROM it, under the same tag), for the GPU check before later runs."""
+    if (image.labels or {}).get(archs.LABEL):
+        return image
+    try:
+        text = client.containers.run(image.id, entrypoint=["python3", "-c", ARCH_QUERY],
+                                     remove=True, network_mode="none").decode()
+    except ENGINE_ERRORS as exc:
+        print("%s: its CUDA architectures could not be read (%s); the GPU check will use "
+              "the published list" % (p.name, explain(exc)[:200]), file=out, flush=True)
+        return image
+    flags = " ".join(archs.Archs.parse(text, p.tag).flags)
+    if not flags:
+        return image
+    dockerfile = "FROM %s\nLABEL %s=%s\n" % (image.id, archs.LABEL, json.dumps(flags))
+    spool = io.BytesIO()
+    with tarfile.open(fileobj=spool, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile.encode())
+        tar.addfile(info, io.BytesIO(dockerfile.encode()))
+    spool.seek(0)
+    try:
+        client.images.build(fileobj=spool, custom_context=True, tag=p.tag, rm=True,
+                            forcerm=True, pull=False, network_mode="none")
+    except ENGINE_ERRORS as exc:
+        raise UserError("labelling %s with its architectures failed: %s" % (p.name,
+                                                                           explain(exc)))
+    print("%s: compiled for %s" % (p.name, flags), file=out, flush=True)
+    return image_or_none(client, p.tag) or image
 
 
 def _stream_build(client: docker.DockerClient, p: Plan, wheels: list[Path], log_path: Path,

@@ -33,6 +33,7 @@ class Plan:
     bench_files: tuple[tuple[str, bytes], ...]
     lock: Lock | None = None          # a pip stack's wheels, by hash; None: Debian's packages
     wheelhouse: Path | None = None    # where wheels locked from a wheelhouse are found
+    compiler: bool = False            # gcc, g++ and Python's headers, for torch.compile
 
     @property
     def tag(self) -> str:
@@ -48,7 +49,7 @@ class Plan:
     @property
     def offline(self) -> bool:
         """Built with no network: everything but apt packages arrives in the context."""
-        return not self.env.apt and self.env.source == "pip"
+        return not self.env.apt and not self.compiler and self.env.source == "pip"
 
     @property
     def labels(self) -> dict[str, str]:
@@ -71,10 +72,17 @@ def default_base(env: Environment) -> str:
     return "debian:bookworm-slim" if env.source == "debian" else "python:%s-slim" % env.python
 
 
-def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None) -> Plan:
+# torch.compile builds code when it runs: Triton compiles its CUDA driver shim with gcc and
+# Python.h, inductor on CPU needs g++. An image whose cells compile gets them (from apt).
+COMPILER = ("gcc", "g++", "python3-dev")
+
+
+def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None,
+         compiler: bool = False) -> Plan:
     """The image of an environment: its Dockerfile rendered, its tag computed. A pip stack's
     image needs its lock (see envbench.lock); without one the plan is a draft whose tag
-    is not the one a build would have."""
+    is not the one a build would have. ``compiler``: some of its cells use torch.compile
+    (the matrix says, see Matrix.needs_compiler)."""
     where = "environments.%s" % name
     if env.dockerfile:
         template_path = (matrix_dir / env.dockerfile).resolve()
@@ -90,6 +98,8 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
     apt = list(env.apt)
     if env.source == "debian":
         apt = ["python3", "python3-torch", "python3-torchvision"] + apt
+    if compiler:
+        apt += [package for package in COMPILER if package not in apt]
     loader = jinja2.FileSystemLoader([str(template_path.parent), str(TEMPLATES_DIR)])
     jinja = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
                                keep_trailing_newline=True, autoescape=False)  # noqa: S701 - not HTML
@@ -104,4 +114,4 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
                         % (where, template_path, exc))
     bench_files = tuple((name, (BENCH_DIR / name).read_bytes())
                         for name in fingerprint.source_names(str(BENCH_DIR)))
-    return Plan(name, env, text, base, bench_files, lock, wheelhouse)
+    return Plan(name, env, text, base, bench_files, lock, wheelhouse, compiler)

@@ -410,6 +410,12 @@ class Matrix(_Strict):
         pairs = sum(len(self.targets_for(name)) for name in self.environments)
         return pairs * points * self.benchmark.planned_repeats
 
+    @property
+    def needs_compiler(self) -> bool:
+        """Whether cells use torch.compile: their images then get a C compiler."""
+        bench = self.benchmark
+        return bench.compile != "off" or any(v != "off" for v in bench.sweep.get("compile", ()))
+
     def targets_for(self, env_name: str) -> list[str]:
         """The targets an environment runs on: as listed, or every compatible one."""
         env = self.environments[env_name]

@@ -48,7 +48,7 @@ def _planned_tags(m: Matrix, names: set[str], matrix_dir: Path,
                 if found.state is not lockmod.LockState.CURRENT:
                     tags[name] = None
                     continue
-            tags[name] = dockerfile.plan(name, env, matrix_dir, current).tag
+            tags[name] = dockerfile.plan(name, env, matrix_dir, current, m.needs_compiler).tag
         except UserError:
             tags[name] = None
     return tags

@@ -162,3 +162,26 @@ def test_a_rank_that_dies_after_finishing_its_work_does_not_fail_the_run(tmp_pat
         "rank 1 was killed by signal 6"
     (tmp_path / "rank1.done").write_text("")
     assert parallel._child_failure(str(tmp_path), [aborted]) is None
+
+
+def test_dp_replicas_compute_in_the_runs_autocast_dtype_in_their_own_threads():
+    """DataParallel calls each replica in a thread of its own, where autocast's dtype is the
+    thread's default (float16), not the run's: the replica enters the run's autocast itself."""
+    import threading
+
+    import torch
+
+    from bench import compat, parallel
+
+    autocast = compat.autocast_factory(torch.device("cpu"), "bf16")
+    replica = parallel.AutocastInside(torch.nn.Linear(4, 2), autocast)
+    seen = {}
+
+    def call() -> None:
+        seen["dtype"] = replica(torch.ones(1, 4)).dtype
+        seen["bare"] = replica.module(torch.ones(1, 4)).dtype
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join()
+    assert seen == {"dtype": torch.bfloat16, "bare": torch.float32}

@@ -4,6 +4,8 @@ nvidia-smi is a script printing a given driver (the real probe needs a GPU machi
 from __future__ import annotations
 
 import io
+import json
+import os
 import subprocess
 import sys
 
@@ -67,3 +69,49 @@ def test_doctor_prints_every_check_with_the_gpu_ones_failing_and_their_fix(clien
     out = io.StringIO()
     assert doctor.run(Options(matrix_path=ROOT / "matrix.yaml"), out=out) == 0
     assert "✘ GPUs and driver" in out.getvalue()
+
+
+@pytest.fixture
+def fake_host_smi(tmp_path) -> dict[str, str]:
+    """This host's nvidia-smi, as an NVIDIA H200 host with driver 580.95.05 answers the kit's
+    query; any other question is refused (a wrong query must not pass)."""
+    script = tmp_path / "bin" / "nvidia-smi"
+    script.parent.mkdir()
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$*" != "%s" ]; then echo "unexpected: $*" >&2; exit 6; fi\n'
+        "echo 'NVIDIA H200, 580.95.05, 143771 MiB, 9.0'\n" % " ".join(gpu.HOST_QUERY[1:]))
+    script.chmod(0o755)
+    return dict(os.environ, PATH="%s:%s" % (script.parent, os.environ["PATH"]))
+
+
+def test_on_an_h200_the_doctor_rules_out_the_write_ups_stack_and_passes_cuda_13(fake_host_smi):
+    proc = subprocess.run([sys.executable, "-m", "envbench", "doctor"], cwd=ROOT,
+                          env=fake_host_smi, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "✔ GPUs: NVIDIA H200 (143771 MiB, sm_90); driver 580.95.05" in lines
+    seed = next(line for line in lines if "seed-torch1.12-cu116" in line)
+    assert seed.startswith("✘ seed-torch1.12-cu116 (torch 1.12.1+cu116) has kernels for "
+                           "sm_37–sm_86, no PTX; this NVIDIA H200 is sm_90"), seed
+    assert ("✔ torch2.14-cu130: kernels for sm_90 (this NVIDIA H200); CUDA 13.0 needs driver "
+            ">= 580.65.06; this host has 580.95.05") in lines
+
+
+def test_bench_records_a_stack_that_cannot_run_on_this_gpu_without_building_it(
+        fake_host_smi, tmp_path):
+    reports = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, "-m", "envbench", "bench", "--kind", "cuda",
+                           "--synthetic", "--reports", str(reports)], cwd=ROOT,
+                          env=dict(fake_host_smi, ENVBENCH_LOCKS=str(tmp_path / "locks")),
+                          capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.returncode == 1, proc.stdout[-3000:]  # every GPU cell failed, none crashed
+    assert "building" not in proc.stdout  # nothing was locked, fetched or built
+    records = [json.loads(p.read_text()) for p in (reports / "results").glob("*.json")]
+    seed = [r for r in records if r["cell"]["environment"] == "seed-torch1.12-cu116"]
+    assert seed and all(r["error"]["type"] == "NoKernelImage" and "is sm_90" in
+                        r["error"]["message"] for r in seed)
+    # The other stacks fit this GPU; this engine has no NVIDIA runtime, which they say.
+    others = [r for r in records if r not in seed]
+    assert others and all(r["error"]["type"] == "GpuUnavailable" for r in others)

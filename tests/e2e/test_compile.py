@@ -1,0 +1,30 @@
+"""torch.compile in an image: cells that compile get a C compiler in their image (Triton's
+shim needs gcc and Python.h, inductor on CPU g++), and a `compile: default` cell runs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import envbench
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_compile_default_cell_runs_on_the_cpu_target_in_a_cpu_image(e2e_env, tmp_path):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "environments:\n"
+        "  torch2.13-compile:\n"
+        "    python: \"3.11\"\n    torch: \"2.13.0\"\n"
+        "    base: \"${ENVBENCH_PYTHON_BASE}\"\n    wheelhouse: \"${ENVBENCH_WHEELHOUSE}\"\n"
+        "targets:\n  cpu: {device: cpu, cpus: 2, memory: 4g, timeout_s: 900}\n"
+        "benchmark: {epochs: 2, batch_size: 64, pipeline: resident, repeats: 1, limit: 512, "
+        "limit_test: 128, data: synthetic, compile: default}\n")
+    reports = tmp_path / "reports"
+    proc = envbench(e2e_env, "bench", "--matrix", matrix, "--reports", reports, "--offline")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "with the network on, for apt" in proc.stdout  # gcc, g++ and Python's headers
+    (path,) = (reports / "results").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "ok" and record["config"]["compile"] == "default"
+    assert len(record["epochs"]) == 2

@@ -1,0 +1,70 @@
+"""Which GPUs a CUDA stack can run on, from its compiled architectures; and the GPU sentences
+the kit says instead of "no kernel image is available" or "install the toolkit"."""
+from __future__ import annotations
+
+from envbench.cells import gpufit, resources
+from envbench.engine import gpu
+from envbench.engine.gpu import GpuInfo, GpuState
+from envbench.images import archs
+from envbench.matrix.models import Environment, Target
+
+SEED = Environment(python="3.8", torch="1.12.1", torchvision="0.13.1", cuda="11.6")
+CU130 = Environment(python="3.12", torch="2.14.1", cuda="13.0")
+CU128 = Environment(python="3.12", torch="2.14.1", cuda="12.8")
+H200 = GpuInfo("NVIDIA H200", "580.95.05", "143771 MiB", (9, 0))
+
+
+def test_a_cubin_runs_on_its_major_from_its_minor_up_and_ptx_on_anything_newer():
+    built = archs.Archs.parse("sm_70 sm_80 sm_86 compute_86", "test")
+    assert built.fits((8, 9))       # Ada runs sm_86 code
+    assert built.fits((7, 5))       # sm_70 code on a Turing GPU
+    assert not built.fits((6, 1))   # nothing that old
+    assert built.fits((9, 0))       # PTX for 8.6, compiled by the driver for Hopper
+    assert not archs.Archs.parse("sm_70 sm_86", "test").fits((9, 0))
+    # torch writes its list as _cuda_getArchFlags() and get_arch_list() do.
+    assert archs.Archs.parse("sm_100 sm_120 compute_120", "t").cubins == [(10, 0), (12, 0)]
+
+
+def test_the_write_ups_stack_cannot_run_on_hopper_and_cuda_13_drops_volta():
+    seed, cu130, cu128 = (archs.known(e.torch, e.cuda) for e in (SEED, CU130, CU128))
+    assert not seed.fits((9, 0)) and seed.fits((8, 6)) and seed.fits((3, 7))
+    assert cu130.fits((9, 0)) and cu130.fits((12, 1)) and not cu130.fits((7, 0))
+    assert cu128.fits((7, 0)) and cu128.fits((9, 0))
+    sentence = archs.misfit("seed", SEED.torch, SEED.cuda, seed, "NVIDIA H200", (9, 0))
+    assert sentence.startswith("seed (torch 1.12.1+cu116) has kernels for sm_37–sm_86, no "
+                               "PTX; this NVIDIA H200 is sm_90: it cannot run here")
+    assert archs.misfit("new", CU130.torch, CU130.cuda, cu130, "NVIDIA H200", (9, 0)) is None
+    assert archs.known("2.99.0", "13.0") is None  # an unknown stack is not guessed at
+
+
+def test_a_stack_is_blocked_first_by_its_kernels_then_by_the_runtime_then_by_the_driver():
+    working = GpuState(True, (H200,))
+    seed = archs.known(SEED.torch, SEED.cuda)
+    blocked = gpufit.block("seed", SEED, working, seed)
+    assert blocked.kind == "NoKernelImage" and "sm_90" in blocked.sentence
+    no_runtime = GpuState(False, (H200,), gpu.NO_RUNTIME)
+    assert gpufit.block("seed", SEED, no_runtime, seed).kind == "NoKernelImage"
+    cu130 = archs.known(CU130.torch, CU130.cuda)
+    assert gpufit.block("new", CU130, no_runtime, cu130) == gpufit.GpuBlock(
+        "GpuUnavailable", gpu.NO_RUNTIME)
+    old_driver = GpuState(True, (GpuInfo("NVIDIA H200", "575.1", "1 MiB", (9, 0)),))
+    assert gpufit.block("new", CU130, old_driver, cu130).kind == "DriverTooOld"
+    assert gpufit.block("new", CU130, working, cu130) is None
+
+
+def test_the_runtimes_driver_errors_are_named_as_driver_errors():
+    mismatch = RuntimeError("OCI runtime create failed: nvidia-container-cli: initialization "
+                            "error: nvml error: driver/library version mismatch: unknown")
+    assert "reboot the host" in gpu.explain(mismatch)
+    not_loaded = RuntimeError("nvidia-container-cli: initialization error: nvml error: "
+                              "driver not loaded")
+    assert gpu.explain(not_loaded).startswith("the NVIDIA kernel driver is not loaded")
+    missing = RuntimeError('could not select device driver "" with capabilities: [[gpu]]')
+    assert gpu.explain(missing) == gpu.NO_RUNTIME
+
+
+def test_a_one_device_cell_asks_for_one_gpu_of_a_gpus_all_target():
+    target = Target(device="cuda", gpus="all")
+    assert resources.plan(target, 8).gpus == 1
+    assert resources.plan(target, 8, parallel="ddp").gpus == "all"
+    assert resources.plan(Target(device="cuda", gpus=2), 8).gpus == 2
