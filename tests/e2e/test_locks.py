@@ -31,10 +31,13 @@ def test_lock_writes_every_wheel_with_its_hash(e2e_env, tmp_path):
     proc = envbench(e2e_env, "lock", "--matrix", E2E_MATRIX, "--locks", tmp_path)
     assert proc.returncode == 0, proc.stdout
     assert "debian-torch1.13: Debian's packages, nothing to lock" in proc.stdout
-    assert "torch2.13-cpu: written, 10 wheels" in proc.stdout
     made = lock.read(tmp_path / "torch2.13-cpu.pylock.toml")
-    assert len(made.wheels) == 10 and all(len(w.sha256) == 64 for w in made.wheels)
-    assert {w.package for w in made.wheels} >= {"torch", "filelock", "sympy", "typing-extensions"}
+    # The count said is the count written; torch's closure, plus numpy (bench's default
+    # data path needs it), is in it.
+    assert "torch2.13-cpu: written, %d wheels" % len(made.wheels) in proc.stdout
+    assert all(len(w.sha256) == 64 for w in made.wheels)
+    assert {w.package for w in made.wheels} >= {"torch", "numpy", "filelock", "sympy",
+                                                 "typing-extensions"}
     assert e2e_env["ENVBENCH_WHEELHOUSE"] not in made.path.read_text()
     again = envbench(e2e_env, "lock", "--matrix", E2E_MATRIX, "--locks", tmp_path)
     assert "torch2.13-cpu: unchanged" in again.stdout
