@@ -29,16 +29,33 @@ def autocast_factory(device, amp):
             raise UnsupportedOption("--amp bf16 needs compute capability 8.0 or newer "
                                     "(bfloat16 tensor cores); this %s is %d.%d"
                                     % (torch.cuda.get_device_name(device), major, minor))
-    # Older torch turns an unsupported autocast dtype into a warning and runs in fp32; a
-    # benchmark that silently measured fp32 under an "amp" label would be a lie.
+    disabled = autocast_disabled(device.type, dtype)
+    if disabled:
+        raise UnsupportedOption("--amp %s on %s is not supported by torch %s (%s)"
+                                % (amp, device.type, torch_version(), disabled))
+    return lambda: torch.autocast(device.type, dtype=dtype)
+
+
+def autocast_disabled(device_type, dtype):
+    """Why autocast to ``dtype`` would run in fp32 instead, or None where it really casts.
+
+    torch turns an unsupported autocast dtype into a warning and a context that does nothing
+    (its _enabled is False, from 1.10 on); a benchmark that silently measured fp32 under an
+    "amp" label would be a lie. Only that decides: another warning raised while the context is
+    built (a deprecation, say) says nothing about the dtype and must not switch amp off.
+    """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        probe = torch.autocast(device.type, dtype=dtype)
-    if caught or not getattr(probe, "_enabled", True):
-        reason = str(caught[0].message) if caught else "autocast disabled"
-        raise UnsupportedOption("--amp %s on %s is not supported by torch %s (%s)"
-                                % (amp, device.type, torch_version(), reason))
-    return lambda: torch.autocast(device.type, dtype=dtype)
+        probe = torch.autocast(device_type, dtype=dtype)
+    said = [str(w.message).strip() for w in caught]
+    enabled = getattr(probe, "_enabled", None)
+    if enabled is None:  # a torch without the attribute: its own warning is the only word
+        said = [text for text in said if "disabling autocast" in text.lower()]
+        return said[0] if said else None
+    if enabled:
+        return None
+    told = [text for text in said if "autocast" in text.lower()]
+    return " ".join(told[0].split()) if told else "autocast disabled"
 
 
 def grad_scaler(device, amp):
