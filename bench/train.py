@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import random
-import statistics
 from time import perf_counter
 
 import torch
@@ -14,6 +13,7 @@ from bench import compat, data, fingerprint, memory, parallel, quantize, result
 from bench import model as model_info
 from bench.errors import DeviceUnavailable, UnsupportedOption
 from bench.pipelines import PIPELINES
+from bench.summary import summarise
 from bench.timing import PhaseClock
 
 
@@ -252,17 +252,3 @@ def _step(optimizer, scaler):
     else:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-
-
-def summarise(epochs, weights_digest, forward_dtype):
-    walls = [e["wall_s"] for e in epochs]
-    steady = walls[1:] or walls
-    rates = [e["samples_per_s"] for e in epochs]
-    return {
-        "epoch_s_median": statistics.median(steady) if steady else None,
-        "first_epoch_s": walls[0] if walls else None,
-        "samples_per_s": statistics.median(rates[1:] or rates) if rates else None,
-        "final_test_acc": epochs[-1]["test_acc"] if epochs else None,
-        "weights_sha256": weights_digest,
-        "forward_dtype": forward_dtype,
-    }
