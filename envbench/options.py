@@ -122,8 +122,9 @@ OPTIONS = _options(
     Option("new", None, "the later run's results", {"type": Path}),
     Option("threshold", "--threshold", "flag a change only when its interval lies wholly "
            "beyond this (default 0.05: 5%%)", {"type": float, "metavar": "FRACTION"}),
-    Option("fail_on_regression", "--fail-on-regression", "exit 1 when a cell regressed (for "
-           "CI)", {"action": "store_true"}),
+    Option("fail_on_regression", "--fail-on-regression", "exit 1 when a cell regressed, or "
+           "failed or is missing in NEW though OLD measured it (for CI)",
+           {"action": "store_true"}),
     Option("order", "--order", "interleaved: cells run in rounds, one repeat of every cell "
            "per round, shuffled (drift then falls on every environment alike), with rounds "
            "added for contended repeats and open comparisons; grouped: every repeat of a cell "
@@ -170,7 +171,7 @@ COMMANDS: dict[str, Command] = {
     "data": Command("download CIFAR-10 once into the cache (md5-checked)", ("cache_dir", "url")),
     "base-image": Command("build the local Debian base image (debootstrap)", ()),
     "doctor": Command("what this host can run: engine, GPUs, driver, disk, data, registry and "
-                      "indexes", ("matrix_path", "data_dir")),
+                      "indexes (exit 1 when any check fails)", ("matrix_path", "data_dir")),
     "demo": Command("two real stacks on this machine's CPU, then the report", ("reports_dir",),
                     helps={"reports_dir": "where the demo's matrix, results and report go"},
                     defaults={"reports_dir": Path("reports") / "demo"}),

@@ -1,8 +1,11 @@
 """`envbench compare OLD NEW` (nox -s compare): two runs' results, cell by cell; only the
 changes that clear the noise are flagged.
 
-Under --fail-on-regression the exit code is 1 when a cell regressed beyond the threshold; a
-cell that failed or is missing in one run is listed, but does not by itself fail the run.
+Under --fail-on-regression the exit code is 1 when a cell regressed beyond the threshold, and
+also when a cell the old run measured failed in the new run or is missing from it: a gate that
+a broken benchmark passes is no gate. A cell new in the new run, or one that failed only in the
+old run, does not fail it; nor does a cell without an interval (fewer than 3 clean repeats a
+side), which is listed as such.
 """
 from __future__ import annotations
 
@@ -38,7 +41,13 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
         for label, before, after in c.differences:
             print("%-*s    %s: %s → %s" % (width, "", label, before, after), file=out)
     regressions = sum(c.flag == "regression" for c in changes)
-    print("%d cells; %d regression(s), %d improvement(s) beyond %.0f%%; wrote %s and %s"
+    lost = [c for c in changes if c.flag in LOST]
+    print("%d cells; %d regression(s), %d improvement(s) beyond %s%%%s; wrote %s and %s"
           % (len(changes), regressions, sum(c.flag == "improvement" for c in changes),
-             100 * opts.threshold, written["html"], written["md"]), file=out)
-    return 1 if regressions and opts.fail_on_regression else 0
+             "%g" % (100 * opts.threshold), "; %d cell(s) failed or missing in NEW" % len(lost)
+             if lost else "", written["html"], written["md"]), file=out)
+    return 1 if (regressions or lost) and opts.fail_on_regression else 0
+
+
+# What the old run measured and the new one did not: a gate counts these as failures.
+LOST = ("failed in the new run", "only in the old run")

@@ -173,4 +173,6 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
         print(check.line(), file=out)
     bad = sum(not c.ok for c in results)
     print("%d check(s), %d to fix" % (len(results), bad), file=out)
-    return 0
+    # 1 when anything is to fix, so a script can gate on it (nox still runs the sessions
+    # named after it, as it does after any failed session).
+    return 1 if bad else 0

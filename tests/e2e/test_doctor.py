@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import docker
 import pytest
 from conftest import ROOT
 
@@ -22,9 +23,13 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def fake_smi_image(client, base_tag, tmp_path):
+    # It answers only the kit's exact query, as a real one would print it; any other
+    # question exits 6 (what nvidia-smi does with an unknown field), so a wrong query fails.
     (tmp_path / "nvidia-smi").write_text(
-        "#!/bin/sh\necho 'NVIDIA H200, 470.57.02, 143771 MiB'\n"
-        "echo 'NVIDIA H200, 470.57.02, 143771 MiB'\n")
+        "#!/bin/sh\n"
+        'if [ "$*" != "%s" ]; then echo "unexpected: $*" >&2; exit 6; fi\n'
+        "echo 'NVIDIA H200, 470.57.02, 143771 MiB'\n"
+        "echo 'NVIDIA H200, 470.57.02, 143771 MiB'\n" % " ".join(gpu.QUERY[1:]))
     (tmp_path / "Dockerfile").write_text(
         "FROM %s\nCOPY nvidia-smi /usr/bin/nvidia-smi\nRUN chmod 755 /usr/bin/nvidia-smi\n"
         % base_tag)
@@ -38,6 +43,11 @@ def test_the_driver_comparison_reads_what_nvidia_smi_prints(client, fake_smi_ima
     gpus, problem = gpu.query(client, fake_smi_image, 0)
     assert problem is None
     assert gpus == [gpu.GpuInfo("NVIDIA H200", "470.57.02", "143771 MiB")] * 2
+    # The stand-in refuses any other question, so the lines above came from the kit's query.
+    with pytest.raises(docker.errors.ContainerError) as refused:
+        client.containers.run(fake_smi_image.id, remove=True, network_mode="none",
+                              entrypoint=["nvidia-smi", "--query-gpu=name", "--format=csv"])
+    assert refused.value.exit_status == 6
     driver = gpus[0].driver
     too_old = gpu.driver_problem("torch2.5-cu124", "12.4", driver)
     assert too_old == ("torch2.5-cu124 is built for CUDA 12.4, which needs NVIDIA driver >= "
@@ -48,27 +58,38 @@ def test_the_driver_comparison_reads_what_nvidia_smi_prints(client, fake_smi_ima
     assert "needs NVIDIA driver >= 580.65.06" in gpu.driver_problem("new", "13.0", "575.1")
 
 
-def test_doctor_prints_every_check_with_the_gpu_ones_failing_and_their_fix(client):
-    if "nvidia" in (client.info().get("Runtimes") or {}):
-        pytest.skip("this engine has the NVIDIA runtime: the GPU checks pass here")
+def test_doctor_prints_every_check_with_its_fix_and_exits_1_when_any_fails(client):
+    """Whatever this engine has: the runtime line says it, and the exit code is 1 exactly when
+    a line is ✘ (scripts gate on it; nox runs the next session anyway)."""
+    runtime = "nvidia" in (client.info().get("Runtimes") or {})
     proc = subprocess.run([sys.executable, "-m", "envbench", "doctor"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stdout.splitlines()
     checks = [line for line in lines if line[:1] in "✔✘"]
+    failed = [line for line in checks if line.startswith("✘")]
+    assert proc.returncode == (1 if failed else 0), proc.stdout
     m = models.load(ROOT / "matrix.yaml")
     cuda_stacks = [name for name, env in m.environments.items() if env.cuda]
     assert len(checks) == 7 + len(cuda_stacks) + len(
         {e.index_url for e in m.environments.values() if e.index_url})
     assert checks[0].startswith("✔ Docker engine ")
-    assert checks[1] == "✘ NVIDIA runtime: this Docker engine has none (GPU targets cannot run)"
-    assert lines[lines.index(checks[1]) + 1].startswith("    fix: install nvidia-container-toolkit")
-    for name in cuda_stacks:
-        assert any(line.startswith("✘ %s: CUDA" % name) for line in checks)
-    assert lines[-1].startswith("%d check(s), " % len(checks))
+    if runtime:
+        assert checks[1].startswith("✔ NVIDIA runtime") or "probe failed" in checks[1]
+    else:
+        assert checks[1] == ("✘ NVIDIA runtime: this Docker engine has none (GPU targets "
+                             "cannot run)")
+        assert lines[lines.index(checks[1]) + 1].startswith(
+            "    fix: install nvidia-container-toolkit")
+        for name in cuda_stacks:  # no driver read: each CUDA stack says what it needs
+            assert any(line.startswith("✘ %s: CUDA" % name) for line in checks)
+    # Every ✘ is followed by its fix.
+    for line in failed:
+        assert lines[lines.index(line) + 1].startswith("    fix: "), line
+    assert lines[-1] == "%d check(s), %d to fix" % (len(checks), len(failed))
     out = io.StringIO()
-    assert doctor.run(Options(matrix_path=ROOT / "matrix.yaml"), out=out) == 0
-    assert "✘ GPUs and driver" in out.getvalue()
+    code = doctor.run(Options(matrix_path=ROOT / "matrix.yaml"), out=out)
+    assert code == (1 if "✘" in out.getvalue() else 0)
 
 
 @pytest.fixture
@@ -88,8 +109,9 @@ def fake_host_smi(tmp_path) -> dict[str, str]:
 def test_on_an_h200_the_doctor_rules_out_the_write_ups_stack_and_passes_cuda_13(fake_host_smi):
     proc = subprocess.run([sys.executable, "-m", "envbench", "doctor"], cwd=ROOT,
                           env=fake_host_smi, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stdout.splitlines()
+    assert proc.returncode == 1 and any(line.startswith("✘ seed-torch1.12") for line in lines)
     assert "✔ GPUs: NVIDIA H200 (143771 MiB, sm_90); driver 580.95.05" in lines
     seed = next(line for line in lines if "seed-torch1.12-cu116" in line)
     assert seed.startswith("✘ seed-torch1.12-cu116 (torch 1.12.1+cu116) has kernels for "

@@ -15,7 +15,7 @@ from report_fixture import HOSTILE, make_record, write_set
 
 from bench import result
 from envbench.errors import UserError
-from envbench.report import formats, pages
+from envbench.report import charts, formats, pages
 from envbench.results import contract
 from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
 
@@ -121,7 +121,16 @@ def test_failures_and_optional_fields(rendered):
     failures = re.search(r'<table class="failures">.*?</table>', page, flags=re.S).group(0)
     assert "OutOfMemory" in failures and "RuntimeError: CUDA out of memory" in failures
     memory = re.search(r'<table class="memory">.*?</table>', page, flags=re.S).group(0)
-    assert "—" in memory  # the CPU rows have no GPU memory
+    # Each row's peaks, as the fixture's records hold them (GPU 1.2 GiB allocated, 1.4 GiB
+    # reserved, 2 GiB RSS; CPU 3.4 GiB RSS, no GPU figures), written by hand.
+    rows = [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>",
+                                                                    row, flags=re.S)]
+            for row in re.findall(r"<tr><td>.*?</tr>", memory, flags=re.S)]
+    gpu = [r for r in rows if "RTX 3060" in r[1]]
+    cpu = [r for r in rows if "i7-11800H" in r[1]]
+    assert gpu and cpu
+    assert all(r[3:5] == ["1.20 GiB", "1.40 GiB"] and r[6] == "2.00 GiB" for r in gpu), gpu
+    assert all(r[3:5] == ["—", "—"] and r[6] == "3.40 GiB" for r in cpu), cpu
 
 
 def test_identical_input_gives_byte_identical_output_under_2_mb(rendered, tmp_path):
@@ -176,7 +185,19 @@ def test_required_keys_only_noisy_cells_and_the_baseline_option(tmp_path):
         result.write_atomic(str(folder / ("%d.json" % i)), record)
     (folder / "junk.json").write_text("{not json")
     page = pages.render_files([folder], tmp_path / "out")["html"].read_text()
-    assert "noisy" in _row(page, "noisy-env|cpu|batch_size=256|", "cells")
+    # One repeat: its CV is over the epochs after the first, 130, 100, 130, 100 s:
+    # sample sd 17.32 / mean 115 = 15.1%, above the 5% line, so the cell says noisy.
+    steady = [e["wall_s"] for e in noisy["epochs"][1:]]
+    expected = statistics.stdev(steady) / statistics.mean(steady)
+    assert round(100 * expected, 1) == 15.1
+    assert '<td class="n noisy">%.1f%% noisy</td>' % (100 * expected) \
+        in _row(page, "noisy-env|cpu|batch_size=256|", "cells")
+    # The GPU cell's epochs vary by under 2% (the fixture's jitter): its CV is not flagged.
+    quiet = _row(page, "noisy-env|gpu|batch_size=256|", "cells")
+    gpu_steady = [e["wall_s"] for e in gpu["epochs"][1:]]
+    gpu_cv = statistics.stdev(gpu_steady) / statistics.mean(gpu_steady)
+    assert gpu_cv < 0.05 and '<td class="n">%.1f%%</td>' % (100 * gpu_cv) in quiet
+    assert "noisy" not in quiet.replace("noisy-env", "")
     assert "junk.json" in page  # files not used are listed, not silently dropped
     assert "BuildFailed" in page and "base image x is not in the engine" in page
     bare = _row(page, "bare|cpu|—|", "cells")
@@ -194,10 +215,23 @@ def test_the_cli_says_when_there_is_nothing_to_report(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_chromium_renders_a_non_blank_page(rendered, tmp_path):
-    image = screenshot(rendered[1]["html"], tmp_path)
-    assert image.size == (1280, 2400)
+def _pixels_near(image, colour: str, tolerance: int = 6) -> int:
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return sum(n for n, (cr, cg, cb) in image.convert("RGB").getcolors(1 << 22)
+               if abs(cr - r) <= tolerance and abs(cg - g) <= tolerance
+               and abs(cb - b) <= tolerance)
+
+
+def test_chromium_draws_the_tables_and_the_inline_charts(rendered, tmp_path):
+    """Not just a non-blank page: the tables' header shading and the charts' bars (inline
+    SVG, GPU bars in the first colour, CPU bars in the second) are on the screen."""
+    image = screenshot(rendered[1]["html"], tmp_path, height=8000)
+    assert image.size == (1280, 8000)
     assert_drawn(image)
+    assert _pixels_near(image, "#f4f6f9") > 50_000  # th background: the tables are styled
+    gpu_bars, cpu_bars = _pixels_near(image, charts.COLOURS[0]), _pixels_near(
+        image, charts.COLOURS[1])
+    assert gpu_bars > 2_000 and cpu_bars > 2_000, (gpu_bars, cpu_bars)
 
 
 def test_rows_are_named_by_the_measured_hardware_and_a_lying_label_is_flagged(tmp_path):
