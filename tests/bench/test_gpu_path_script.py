@@ -22,11 +22,19 @@ def test_the_gpu_script_runs_its_list_and_checks_what_it_wrote(tmp_path):
     assert proc.returncode == 0, proc.stdout
     assert sorted(os.listdir(str(out / "results"))) == [
         "resident-ddp1-nccl.json", "resident-dp.json", "resident.json"]
+    rates = {}
     for name in os.listdir(str(out / "results")):
         record = json.loads((out / "results" / name).read_text())
         assert contract.problems(record) == []
+        if record["status"] == "ok":
+            rates[name[:-len(".json")]] = record["summary"]["samples_per_s"]
     table = (out / "table.md").read_text()
+    assert table.startswith("GPU tests: not run on --device cpu\n")
     assert "| resident | ok |" in table and "ddp x1 gloo" in table
     # dp is CUDA-only: on this CPU its row is the clear failure, not a crash of the script.
     assert "| resident-dp | failed |" in table and "needs --device cuda" in table
-    assert "Fastest: resident" in table
+    # Which of the two CPU runs is faster is a race on a busy machine: the verdict must be
+    # the record with the higher steady throughput, whichever that is.
+    assert set(rates) == {"resident", "resident-ddp1-nccl"}
+    best = max(rates, key=rates.__getitem__)
+    assert "Fastest: %s, %.0f training images/s" % (best, rates[best]) in table, table
