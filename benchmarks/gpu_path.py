@@ -153,6 +153,27 @@ def table(rows: list) -> str:
         for r in rows)
 
 
+def gpu_tests(folder: str, timeout: float) -> str:
+    """tests/bench/test_gpu.py (the GPU happy path: device name, the CUDA-event phase split
+    adding up, the GPU memory peak), run with pytest where pytest imports: one line."""
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        return "GPU tests: not run (pytest is not installed: pip install pytest jsonschema)"
+    log = os.path.join(folder, "logs", "test_gpu.log")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+                               "tests/bench/test_gpu.py"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        text = proc.stdout
+    except subprocess.TimeoutExpired as exc:
+        text = "timed out after %.0f s\n%s" % (timeout, exc.stdout or "")
+    with open(log, "w") as f:
+        f.write(text)
+    lines = [line for line in text.splitlines() if line.strip()]
+    return "GPU tests: %s (log: logs/test_gpu.log)" % (lines[-1] if lines else "no output")
+
+
 def has_compiler() -> bool:
     return shutil.which("gcc") is not None and shutil.which("g++") is not None
 
@@ -179,6 +200,11 @@ def main() -> int:
         os.makedirs(os.path.join(args.out, sub), exist_ok=True)
     started = time.perf_counter()
     compiler = has_compiler()
+    # The correctness checks first, within a fifth of the deadline: a fast wrong figure is
+    # worth nothing.
+    tested = gpu_tests(args.out, 0.2 * args.deadline_s) if args.device == "cuda" else \
+        "GPU tests: not run on --device cpu"
+    print(tested, flush=True)
     rows = []
     for part, budget in ((RACE, args.race_share * args.deadline_s), (PATH, args.deadline_s)):
         for name, extra, epochs in part:
@@ -196,7 +222,7 @@ def main() -> int:
                 continue
             rows.append(run_one(name, options(name, extra, epochs, args), args.out, left))
             print(json.dumps(rows[-1]), flush=True)
-    text = table(rows)
+    text = tested + "\n\n" + table(rows)
     ok = [r for r in rows if r.get("status") == "ok" and r.get("rate")]
     if ok:
         best = max(ok, key=lambda r: r["rate"])

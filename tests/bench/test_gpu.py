@@ -1,0 +1,53 @@
+"""The GPU happy path, where a CUDA GPU exists (a lent GPU machine, a GPU VM): one real CUDA
+run of bench, natively. Elsewhere every test here skips and says why; these skips are not
+counted as coverage of anything (`benchmarks/gpu_path.py` runs this file on a lent GPU)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from bench_helpers import run_bench
+
+from bench.result import PHASES
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="no CUDA GPU here (torch.cuda.is_available() is False): the GPU happy path runs "
+           "on a GPU host (benchmarks/gpu_path.py runs it on a lent one)")]
+
+
+def test_one_cuda_run_names_its_gpu_splits_its_time_and_measures_its_memory(tmp_path):
+    code, record, out = run_bench(tmp_path, "--device", "cuda", "--synthetic", "--limit",
+                                  "4096", "--limit-test", "1024", "--epochs", "3",
+                                  "--batch-size", "256", "--pipeline", "resident")
+    assert code == 0, out
+    assert record["status"] == "ok"
+    # The device as CUDA itself names it, asked here, not by bench.
+    assert record["env"]["device_name"] == torch.cuda.get_device_name(0)
+    assert record["env"]["gpu_count"] == torch.cuda.device_count()
+    major, minor = torch.cuda.get_device_capability(0)
+    assert record["env"]["cuda"] == torch.version.cuda
+    # The CUDA-event phase split of each steady epoch adds up to its wall time within 5%:
+    # events resolved once at epoch end, data waits on the host clock.
+    for epoch in record["epochs"][1:]:
+        phases = epoch["phases_s"]
+        assert set(phases) == set(PHASES)
+        assert all(phases[p] > 0 for p in ("forward", "backward", "optimizer")), phases
+        total = sum(phases.values())
+        assert abs(total - epoch["wall_s"]) <= 0.05 * epoch["wall_s"], (total, epoch)
+    memory = record["memory"]
+    assert 0 < memory["gpu_peak_allocated_bytes"] <= memory["gpu_peak_reserved_bytes"]
+    # LeNet's weights, a 256-image batch and its activations: far above a few hundred KiB.
+    assert memory["gpu_peak_allocated_bytes"] > 256 * 3 * 32 * 32 * 4, (major, minor, memory)
+
+
+def test_bf16_on_a_gpu_runs_in_bf16_or_is_refused_by_capability(tmp_path):
+    code, record, out = run_bench(tmp_path, "--device", "cuda", "--synthetic", "--limit",
+                                  "1024", "--limit-test", "256", "--epochs", "1",
+                                  "--batch-size", "256", "--pipeline", "resident",
+                                  "--amp", "bf16")
+    major, _ = torch.cuda.get_device_capability(0)
+    if major >= 8:  # the decision is the capability's, computed here
+        assert code == 0 and record["summary"]["forward_dtype"] == "bfloat16", out
+    else:
+        assert code == 1 and record["error"]["type"] == "UnsupportedOption"
+        assert "compute capability 8.0" in record["error"]["message"]
