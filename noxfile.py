@@ -141,6 +141,18 @@ def tests(session: nox.Session) -> None:
                      "python3-jsonschema")
 
 
+@nox.session(name="mutants")
+def mutants(session: nox.Session) -> None:
+    """Mutation testing of the figure-making modules (slow: not in CI); the score per module.
+
+    `nox -s mutants -- "envbench.stats*"` runs only the mutants whose names match."""
+    # Not editable: the mutated copy in mutants/ must be what the tests import.
+    session.install(".[test,cloud]")
+    session.install("torch==2.13.0", "mutmut==3.8.1")
+    session.run("mutmut", "run", "--max-children", str(os.cpu_count() or 1), *session.posargs)
+    session.run("python", "tools/mutation_score.py")
+
+
 @nox.session(name="overhead")
 def overhead(session: nox.Session) -> None:
     """Benchmark: plain tutorial loop vs bench classic vs resident, same data and torch."""

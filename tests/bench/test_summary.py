@@ -52,8 +52,7 @@ class Clock:
 def test_the_cpu_phase_clock_charges_each_span_to_the_phase_that_closes_it(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(timing, "perf_counter", clock)
-    phases = timing.PhaseClock(cuda=False)
-    phases.start_epoch()
+    phases = timing.PhaseClock(cuda=False)  # used at once: the first epoch needs no reset
     for _ in range(2):
         for phase, seconds in (("data", 0.5), ("h2d", 0.25), ("forward", 1.0),
                                ("backward", 2.0), ("optimizer", 0.125)):
@@ -69,3 +68,82 @@ def test_the_cpu_phase_clock_charges_each_span_to_the_phase_that_closes_it(monke
     got = phases.resolve()
     assert got["forward"] == 0.123457 and set(got) == set(PHASES)
     assert sum(got.values()) == got["forward"]
+
+
+class GpuClock:
+    """A CUDA stream's clock, for stand-in events: what torch.cuda.Event would measure."""
+
+    def __init__(self):
+        self.ms = 0.0
+        self.synchronised = 0
+
+    def event_class(self):
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                # A real event made without timing refuses elapsed_time().
+                assert enable_timing is True, "events must be created with enable_timing=True"
+                self.at = None
+
+            def record(self):
+                self.at = gpu.ms
+
+            def elapsed_time(self, end):
+                assert self.at is not None and end.at is not None, "an unrecorded event"
+                return end.at - self.at
+
+        return Event
+
+    def synchronize(self):
+        self.synchronised += 1
+
+
+def test_the_cuda_phase_clock_times_device_phases_by_events_and_data_by_the_host(monkeypatch):
+    """Device phases come from events (the GPU's time, whatever the host did meanwhile);
+    data is the host's wait; one synchronisation per epoch, at resolve."""
+    clock, gpu = Clock(), GpuClock()
+    monkeypatch.setattr(timing, "perf_counter", clock)
+    monkeypatch.setattr(timing.torch.cuda, "Event", gpu.event_class())
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", gpu.synchronize)
+    phases = timing.PhaseClock(cuda=True)
+    for _ in range(2):
+        clock.now += 0.5      # waiting for the batch: host time
+        gpu.ms += 7.0         # the GPU finishing the step before: charged to nothing
+        phases.mark("data")
+        for phase, ms in (("h2d", 250.0), ("forward", 1000.0), ("backward", 2000.0),
+                          ("optimizer", 125.0)):
+            clock.now += 0.01  # the host only queues the work
+            gpu.ms += ms
+            phases.mark(phase)
+    assert gpu.synchronised == 0  # nothing waits on the GPU inside the step
+    assert phases.resolve() == {"data": 1.0, "h2d": 0.5, "forward": 2.0, "backward": 4.0,
+                                "optimizer": 0.25}
+    assert gpu.synchronised == 1
+    # Resolving again adds nothing (the spans were consumed); the next epoch starts clean.
+    assert phases.resolve()["forward"] == 2.0
+    phases.start_epoch()
+    gpu.ms += 900.0
+    phases.mark("h2d")  # no event yet in this epoch: nothing to measure from
+    clock.now += 0.25
+    phases.mark("data")
+    gpu.ms += 40.0
+    phases.mark("forward")
+    assert phases.resolve() == {"data": 0.25, "h2d": 0.0, "forward": 0.04, "backward": 0.0,
+                                "optimizer": 0.0}
+
+
+def test_the_first_device_phase_of_an_epoch_needs_an_event_before_it(monkeypatch):
+    """A device phase with no event before it in this epoch has no span to measure: it
+    counts nothing rather than time from the previous epoch."""
+    clock, gpu = Clock(), GpuClock()
+    monkeypatch.setattr(timing, "perf_counter", clock)
+    monkeypatch.setattr(timing.torch.cuda, "Event", gpu.event_class())
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", gpu.synchronize)
+    phases = timing.PhaseClock(cuda=True)
+    gpu.ms += 500.0
+    phases.mark("forward")   # nothing before it
+    gpu.ms += 30.0
+    phases.mark("backward")  # measured from forward's event
+    assert phases.resolve() == {"data": 0.0, "h2d": 0.0, "forward": 0.0, "backward": 0.03,
+                                "optimizer": 0.0}

@@ -276,7 +276,7 @@ def _steady_pair(tmp_path, factor: float) -> tuple[Path, Path]:
             r = make_record("a", "cpu", 256, repeat, rng)
             for epoch in r["epochs"]:
                 epoch["wall_s"] = 10.0 * scale * (1 + rng.uniform(-0.001, 0.001))
-            records.append(r)
+            records.append(scaled(r, 1.0))  # the summary follows the epochs
         runs.append(write(tmp_path / name, records))
     return runs[0], runs[1]
 
@@ -293,6 +293,9 @@ def test_the_threshold_decides_a_three_percent_slowdown(tmp_path):
     assert change.flag == "no change"  # 3% is inside the default 5%
     for threshold, flag, code in (("0.05", "no change", 0), ("0.02", "regression", 1),
                                   ("0", "regression", 1), ("0.04", "no change", 0)):
+        (again,) = compare.compare(store.load_all([old])[0], store.load_all([new])[0],
+                                   float(threshold))
+        assert again.flag == flag and again.ratio == pytest.approx(1.03, abs=0.002)
         proc = _compare_cli(old, new, tmp_path / ("cmp" + threshold), "--threshold", threshold,
                             "--fail-on-regression")
         assert proc.returncode == code, (threshold, proc.stdout + proc.stderr)
@@ -302,6 +305,16 @@ def test_the_threshold_decides_a_three_percent_slowdown(tmp_path):
     (faster,) = compare.compare(*(store.load_all([p])[0] for p in _steady_pair(
         tmp_path / "f", 1 / 1.03)), 0.02)
     assert faster.flag == "improvement"
+
+
+def test_a_change_is_flagged_only_when_the_whole_interval_is_beyond_the_threshold():
+    at = 1.0 + 0.05
+    assert compare._flag((at, 1.3), 0.05) == "no change"  # on the line is not beyond it
+    assert compare._flag((at + 1e-9, 1.3), 0.05) == "regression"
+    assert compare._flag((0.7, 1.0 / at), 0.05) == "no change"
+    assert compare._flag((0.7, 1.0 / at - 1e-9), 0.05) == "improvement"
+    assert compare._flag((0.9, 1.1), 0.05) == "no change"
+    assert compare._flag(None, 0.05) == "no interval (fewer than 3 clean repeats a side)"
 
 
 def test_the_gate_fails_on_a_cell_the_new_run_lost_and_not_on_one_it_added(tmp_path):
@@ -314,6 +327,13 @@ def test_the_gate_fails_on_a_cell_the_new_run_lost_and_not_on_one_it_added(tmp_p
         record["summary"].update(epoch_s_median=None, first_epoch_s=None, samples_per_s=None,
                                  final_test_acc=None)
         result.write_atomic(str(path), record)
+    flags = {c.name: (c.flag, c.ratio) for c in compare.compare(
+        store.load_all([old])[0], store.load_all([new])[0])}
+    assert flags["a × gpu × batch_size=256"] == ("failed in the new run", None)
+    assert {flag for flag, _ in flags.values()} == {"failed in the new run", "no change"}
+    flags = {c.name: c.flag for c in compare.compare(store.load_all([new])[0],
+                                                      store.load_all([old])[0])}
+    assert flags["a × gpu × batch_size=256"] == "failed in the old run"
     proc = _compare_cli(old, new, tmp_path / "failed", "--fail-on-regression")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "a × gpu × batch_size=256  failed in the new run" in proc.stdout
@@ -323,10 +343,96 @@ def test_the_gate_fails_on_a_cell_the_new_run_lost_and_not_on_one_it_added(tmp_p
     # Missing from NEW: the same verdict. Added in NEW (OLD lacks it): no failure.
     for path in broken:
         path.unlink()
+    lost = {c.name: c for c in compare.compare(store.load_all([old])[0],
+                                               store.load_all([new])[0])}
+    assert (lost["a × gpu × batch_size=256"].flag, lost["a × gpu × batch_size=256"].new) == (
+        "only in the old run", None)
+    assert lost["a × gpu × batch_size=256"].old is not None
+    added = {c.name: c for c in compare.compare(store.load_all([new])[0],
+                                                store.load_all([old])[0])}
+    assert (added["a × gpu × batch_size=256"].flag, added["a × gpu × batch_size=256"].old) == (
+        "only in the new run", None)
+    assert added["a × gpu × batch_size=256"].new is not None
+    assert len(lost) == len(added) == 4  # the union of both runs' cells
     proc = _compare_cli(old, new, tmp_path / "missing", "--fail-on-regression")
     assert proc.returncode == 1 and "only in the old run" in proc.stdout, proc.stdout
     proc = _compare_cli(new, old, tmp_path / "added", "--fail-on-regression")
     assert proc.returncode == 0 and "only in the new run" in proc.stdout, proc.stdout
+
+
+def test_compare_pages_count_what_they_flag_and_land_where_asked(tmp_path):
+    old, new = _run_pair(tmp_path, {2: 1.20, 1: 1 / 1.2}, noise=0.01)  # b×gpu, a×cpu
+    changes = compare.compare(store.load_all([old])[0], store.load_all([new])[0])
+    assert {c.name: c.flag for c in changes if c.flag != "no change"} == {
+        "b × gpu × batch_size=256": "regression", "a × cpu × batch_size=256": "improvement"}
+    out = tmp_path / "not" / "there" / "yet"
+    for _ in range(2):  # a folder that does not exist yet, then the same one again
+        written = compare.render(changes, "old", "new", 0.05, out, [])
+    assert written == {"html": out / "compare.html", "md": out / "compare.md"}
+    assert sorted(p.name for p in out.iterdir()) == ["compare.html", "compare.md"]
+    assert "1 regression(s), 1 improvement(s) beyond 5%" in written["md"].read_text()
+    page = written["html"].read_text()
+    assert '<span class="muted">Regressions</span><b class="bad">1</b>' in page
+    assert '<span class="muted">Improvements</span><b class="ok">1</b>' in page
+
+
+def _contended(record: dict) -> dict:
+    record["noise"] = {"host": None, "gpu": None, "unavailable": None, "contended": True,
+                       "reasons": ["another process took 40% of the cell's cores"]}
+    return record
+
+
+def test_compare_leaves_contended_repeats_out_unless_asked(tmp_path):
+    """One of three new repeats of a × gpu ran contended: without it two clean repeats are
+    left, too few for an interval; --keep-contended takes it and has three."""
+    old, new = _run_pair(tmp_path, {}, noise=0.01)
+    first = sorted(new.glob("*.json"))[0]
+    clean = first.read_text()
+    result.write_atomic(str(first), _contended(result.json.loads(clean)))
+    before, after = store.load_all([old])[0], store.load_all([new])[0]
+    left_out = {c.name: c for c in compare.compare(before, after)}["a × gpu × batch_size=256"]
+    assert left_out.flag == "no interval (fewer than 3 clean repeats a side)"
+    assert left_out.ratio is not None and left_out.ci is None
+    kept = {c.name: c for c in compare.compare(before, after, keep_contended=True)}[
+        "a × gpu × batch_size=256"]
+    assert kept.flag == "no change" and kept.ci is not None
+    # The same on the old side: its contended repeat is left out, or kept when asked.
+    old_first = sorted(old.glob("*.json"))[0]
+    result.write_atomic(str(old_first), _contended(result.json.loads(old_first.read_text())))
+    first.write_text(clean)  # NEW clean again
+    before, after = store.load_all([old])[0], store.load_all([new])[0]
+    changes = {c.name: c for c in compare.compare(before, after)}
+    assert changes["a × gpu × batch_size=256"].ci is None
+    kept = {c.name: c for c in compare.compare(before, after, keep_contended=True)}
+    assert kept["a × gpu × batch_size=256"].ci is not None
+    assert all(c.old is not None and c.new is not None for c in kept.values())
+
+
+def test_compare_names_a_quick_synthetic_cell_with_both_marks(tmp_path):
+    rng = random.Random(8)
+    records = []
+    for repeat in range(3):
+        r = make_record("a", "cpu", 256, repeat, rng, quick=True)
+        r["config"].update(synthetic=True, data=None)
+        r["cell"]["data"] = {"source": "synthetic", "sha256": None}
+        records.append(r)
+    folder = write(tmp_path / "run", records)
+    (change,) = compare.compare(store.load_all([folder])[0], store.load_all([folder])[0])
+    assert change.name == "a × cpu × batch_size=256 (quick synthetic data)", change.name
+
+
+def test_compare_says_which_image_and_lock_changed(tmp_path):
+    old, new = _run_pair(tmp_path, {}, noise=0.0)
+    for path in new.glob("*.json"):
+        record = result.json.loads(path.read_text())
+        if record["cell"]["environment"] == "a":
+            record["env"]["image"].update(id="sha256:" + "9" * 64, lock_sha256="f" * 64)
+        result.write_atomic(str(path), record)
+    changes = {c.name: c for c in compare.compare(store.load_all([old])[0],
+                                                  store.load_all([new])[0])}
+    labels = {label for label, _, _ in changes["a × cpu × batch_size=256"].differences}
+    assert labels == {"image", "lock"}
+    assert changes["b × cpu × batch_size=256"].differences == ()
 
 
 def test_compare_shows_what_changed_in_the_stack_and_keeps_the_page_guarantees(tmp_path):
