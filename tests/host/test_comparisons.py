@@ -77,9 +77,32 @@ def test_two_environments_on_one_target_get_a_ratio_an_interval_and_a_verdict(tm
     cell = _versus_cell(page, "newer", 0)
     low, high = map(float, re.search(r"faster \((\d+\.\d+)–(\d+\.\d+)\)", cell).groups())
     assert "%.2f× faster" % ratio in cell and low <= ratio <= high and low > 1
-    # Another baseline on request.
+    # Another baseline on request: the write-up's stack is then slower by seed / newer,
+    # worked out from the raw epochs, with an interval above 1 around it, close to the one
+    # the other way round.
     other = pages.render_files([tmp_path / "r"], tmp_path / "o2", baseline_env="newer")
-    assert "slower" in _versus_cell(other["html"].read_text(), "zz-seed", 0)
+    slower = _versus_cell(other["html"].read_text(), "zz-seed", 0)
+    cells = _by_cell(records)
+    by_hand = _median_epoch(cells[("zz-seed", "cpu")]) / _median_epoch(cells[("newer", "cpu")])
+    shown = re.search(r"(\d+\.\d+)× slower \((\d+\.\d+)–(\d+\.\d+)\)", slower)
+    assert shown, slower
+    point, s_low, s_high = map(float, shown.groups())
+    assert point == float("%.2f" % by_hand) and 1 < s_low <= point <= s_high, slower
+    assert abs(s_low - low) < 0.05 and abs(s_high - high) < 0.05, (slower, cell)
+
+
+def test_too_few_repeats_says_how_many_each_side_had(tmp_path):
+    """Two repeats of the newer stack against three of the write-up's: a ratio, no interval,
+    and the counts in the order (this stack's, the baseline's)."""
+    records = two_stacks(random.Random(1), factor=0.66)
+    records = [r for r in records if not (r["cell"]["environment"] == "newer"
+                                          and r["cell"]["repeat"] == 2)]
+    page = pages.render_files([write(tmp_path / "r", records)], tmp_path / "out")[
+        "html"].read_text()
+    cells = _by_cell(records)
+    ratio = _median_epoch(cells[("zz-seed", "cpu")]) / _median_epoch(cells[("newer", "cpu")])
+    assert ("%.2f× (too few repeats for an interval: 2 and 3, 3 needed a side)" % ratio
+            in _versus_cell(page, "newer", 0))
 
 
 def test_no_verdict_when_the_interval_holds_one(tmp_path):
