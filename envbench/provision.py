@@ -20,12 +20,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TextIO
 
+from envbench import enginereach
 from envbench.errors import UserError
 
+ANSWER_TIMEOUT_S = 10  # a ping that takes longer is "not answering"
 DOCKER_INSTALL = "sudo apt-get install -y docker.io && sudo systemctl start docker"
 
 
@@ -60,10 +63,12 @@ def apt_install(packages: list[str], out: TextIO) -> None:
         raise UserError("%s needed: install them (on Debian or Ubuntu: sudo apt-get install %s)"
                         % (", ".join(packages), " ".join(packages)))
     say(out, "installing %s (apt-get)" % " ".join(packages))
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    # `sudo` drops DEBIAN_FRONTEND from the environment, so it goes on the command line; no
+    # stdin, so a debconf question fails at once instead of waiting unseen.
     for command in (["apt-get", "update", "-qq"],
                     ["apt-get", "install", "-y", "-qq", *packages]):
-        proc = subprocess.run(prefix + command, capture_output=True, text=True, env=env)
+        proc = subprocess.run(prefix + ["env", "DEBIAN_FRONTEND=noninteractive", *command],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
             raise UserError("`%s` failed: %s" % (" ".join(command), tail))
@@ -72,41 +77,100 @@ def apt_install(packages: list[str], out: TextIO) -> None:
 def _engine_answers() -> bool:
     try:
         import docker
-    except ImportError:  # before anything is installed (.ci/run): the docker CLI asks
+    except ImportError:  # before anything is installed (.ci/run, a VM's set-up)
+        path = enginereach.socket_path()
+        if path is not None:
+            return enginereach.ping(path, ANSWER_TIMEOUT_S)
         return shutil.which("docker") is not None and subprocess.run(
             ["docker", "info"], capture_output=True, timeout=30).returncode == 0
     try:
-        docker.from_env(timeout=10).ping()
+        docker.from_env(timeout=ANSWER_TIMEOUT_S).ping()
         return True
     except Exception:  # noqa: BLE001 - any failure to reach it means "not yet"
         return False
 
 
+def _socket_group() -> list[str]:
+    """dockerd's --group for a user who is not root: this user's own group where it is a
+    private one (named after the user, as Debian and Ubuntu make them), else `docker`; never
+    a shared group such as `users`, which would hand the engine (root) to everyone in it."""
+    if os.geteuid() == 0:
+        return []
+    import grp
+    import pwd
+    user = pwd.getpwuid(os.getuid()).pw_name
+    try:
+        own = grp.getgrgid(os.getgid())
+    except KeyError:
+        return ["--group", "docker"]
+    return ["--group", own.gr_name] if own.gr_name == user and not own.gr_mem else \
+        ["--group", "docker"]
+
+
+def _systemd_unit() -> bool:
+    """A docker.service that systemd manages here (it is started the way it is installed)."""
+    return Path("/run/systemd/system").is_dir() and shutil.which("systemctl") is not None \
+        and subprocess.run(["systemctl", "cat", "docker.service"], capture_output=True,
+                           timeout=20).returncode == 0
+
+
 def ensure_engine(out: TextIO = sys.stdout, log: Path | None = None) -> None:
-    """A Docker engine that answers this user, started (and installed) where it may be."""
+    """A Docker engine that answers this user, started (and installed) where it may be.
+
+    Never a second dockerd: where an engine exists but this user may not reach it, or it
+    does not answer, or this is a container that cannot run one, the reason and its fix."""
     if _engine_answers():
         return
+    reach = enginereach.diagnose()
+    if not reach.may_start_engine:
+        raise UserError(reach.message())
     prefix = privileged()
     if prefix is None or not debian_like() or sys.platform != "linux":
-        raise UserError("no Docker engine answers, and this kit can start one only on "
-                        "Debian or Ubuntu as root or with passwordless sudo. Run: %s"
-                        % DOCKER_INSTALL)
+        raise UserError("%s, and this kit can start one only on Debian or Ubuntu as root or "
+                        "with passwordless sudo. Run: %s" % (reach.sentence, DOCKER_INSTALL))
     if shutil.which("dockerd") is None:
         apt_install(["docker.io"], out)
-    log = log or Path(os.environ.get("TMPDIR", "/tmp")) / "envbench-dockerd.log"
-    # Not root: the socket goes to this user's group, so this user can reach the engine.
-    group = [] if os.geteuid() == 0 else ["--group", str(os.getgid())]
-    say(out, "starting dockerd (log: %s)" % log)
-    command = " ".join(["nohup", "dockerd", *group, ">", str(log), "2>&1", "&"])
-    subprocess.run(prefix + ["sh", "-c", command], check=True)
+    if _systemd_unit():
+        say(out, "starting the docker service (systemctl start docker)")
+        subprocess.run(prefix + ["systemctl", "start", "docker"], check=True,
+                       stdin=subprocess.DEVNULL, timeout=120)
+        log_hint = "`journalctl -u docker -n 50`"
+    else:
+        log = log or _private_log()
+        say(out, "starting dockerd (log: %s)" % log)
+        # Opened here, by this user, never following a link and never an existing file:
+        # root's dockerd only inherits the descriptor. Arguments as a list, no shell.
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            subprocess.Popen(prefix + ["dockerd", *_socket_group()], stdout=fd,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+        finally:
+            os.close(fd)
+        log_hint = str(log)
     deadline = time.monotonic() + 90
     while not _engine_answers():
         if time.monotonic() > deadline:
-            tail = log.read_text()[-1500:] if log.exists() else "(no log)"
-            raise UserError("dockerd did not come up within 90 s; the end of its log:\n%s"
-                            % tail)
+            after = enginereach.diagnose()
+            if after.kind == "denied":
+                raise UserError("dockerd is up, but %s" % after.message())
+            raise UserError("dockerd did not come up within 90 s; see %s%s" % (
+                log_hint, _tail(log) if log is not None else ""))
         time.sleep(0.5)
     say(out, "the Docker engine is up")
+
+
+def _private_log() -> Path:
+    """A new folder only this user can enter, for dockerd's log (a fixed name in a shared
+    /tmp could be a planted link)."""
+    return Path(tempfile.mkdtemp(prefix="envbench-dockerd-")) / "dockerd.log"
+
+
+def _tail(log: Path) -> str:
+    try:
+        return "; the end of its log:\n%s" % log.read_text(errors="replace")[-1500:]
+    except OSError:
+        return ""
 
 
 # What `nox -s tests` needs beyond Python packages: debootstrap (the local base image),
@@ -136,10 +200,18 @@ def ensure_test_tools(out: TextIO = sys.stdout) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m envbench.provision", description=__doc__)
-    parser.add_argument("what", choices=("engine", "tests"),
+    parser.add_argument("what", choices=("engine", "tests", "check"),
                         help="engine: a Docker engine that answers; tests: that, and what "
-                             "`nox -s tests` needs")
+                             "`nox -s tests` needs; check: only say whether this user reaches "
+                             "an engine, and if not why (exit 1), starting nothing")
+    parser.add_argument("--quiet", action="store_true", help="check: the exit code only")
     args = parser.parse_args(argv)
+    if args.what == "check":
+        if _engine_answers():
+            return 0
+        if not args.quiet:
+            print("error: %s" % enginereach.diagnose().message(), file=sys.stderr)
+        return 1
     try:
         if args.what == "tests":
             ensure_test_tools()

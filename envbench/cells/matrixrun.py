@@ -179,14 +179,16 @@ def run(opts: Options, out: TextIO) -> int:
     comparison is still open; summarise."""
     started = time.perf_counter()
     m, cells = plan_cells(opts)
+    # The engine and the GPU checks come before any download: on a machine where nothing
+    # can run, the first message is why, not 170 MB of CIFAR-10 later.
+    client = connection.connect()
+    host = Host.of_engine(client)
+    blocked = gpu_blocks(client, m, cells, out)
     data_dir = data_dir_for(opts, m)
     mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir)
-    client = connection.connect()
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
-    host = Host.of_engine(client)
     remove_leftovers(client, out)
     print_resources(m, cells, host, out)
-    blocked = gpu_blocks(client, m, cells, out)
     # An environment whose every cell this host cannot run is not built at all.
     names = list(dict.fromkeys(c.environment for c in cells if not (
         m.targets[c.target].device == "cuda" and c.environment in blocked)))

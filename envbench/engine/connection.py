@@ -13,6 +13,7 @@ import requests
 from docker.errors import DockerException
 from docker.models.images import Image
 
+from envbench import enginereach
 from envbench.errors import UserError
 
 # What a call to the engine may raise besides a bug: the SDK's errors, and the transport's
@@ -25,19 +26,31 @@ def client_host() -> str:
     return socket.gethostname()
 
 
+# A ping that waits this long: an engine that accepts connections but never answers (hung)
+# is told as such in seconds, not after the long timeout that builds and cells get.
+PING_TIMEOUT_S = 30
+CALL_TIMEOUT_S = 600
+
+
 def connect() -> docker.DockerClient:
     try:
-        client = docker.from_env(timeout=600)
+        client = docker.from_env(timeout=PING_TIMEOUT_S)
         client.ping()
-    except ENGINE_ERRORS as exc:
-        raise UserError("no Docker engine answers (%s). Start dockerd (e.g. `sudo systemctl start "
-                        "docker`), or point DOCKER_HOST at a running engine." % _reason(exc))
+    except ENGINE_ERRORS:
+        raise UserError(unreachable())
+    client.api.timeout = CALL_TIMEOUT_S
     return client
 
 
-def _reason(exc: Exception) -> str:
-    text = str(exc)
-    return text.split("(", 1)[0].strip() if "Connection aborted" in text else text[:300]
+def unreachable() -> str:
+    """Why no engine answers, told apart: this user may not open the socket, an engine is
+    there but silent, this is a container, or there is none (see envbench.enginereach)."""
+    reach = enginereach.diagnose()
+    if reach.kind == "absent":
+        return ("%s. Install Docker and start it (on Debian or Ubuntu `nox -s demo` does, as "
+                "root or with passwordless sudo), or point DOCKER_HOST at a running engine"
+                % reach.sentence)
+    return reach.message()
 
 
 def explain(exc: BaseException) -> str:

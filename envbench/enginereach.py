@@ -1,0 +1,182 @@
+"""Whether this user can reach a Docker engine, and if not, why, in one sentence with its fix.
+
+A first run on a rented machine meets three different situations that the SDK reports alike
+("Error while fetching server API version"):
+- an engine runs, but this user may not open its socket (outside the `docker` group, as on
+  Lambda's images, Azure's HPC images and a fresh Docker install on Ubuntu);
+- an engine exists (a socket that accepts connections, a running dockerd, an active docker
+  service) but does not answer: starting a second dockerd beside it only fails on its pid file;
+- no engine at all, on a VM (it can be installed and started) or in a container (RunPod,
+  Vast.ai, a Kubernetes pod: the kit needs a machine with an engine, and says so first).
+
+Standard library only: `envbench.provision` (run before anything is installed) uses it.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_SOCKET = Path("/var/run/docker.sock")
+CAP_SYS_ADMIN = 21  # without it in the bounding set, a container cannot run dockerd
+
+GROUP_FIX = ("add this user to the docker group: `sudo usermod -aG docker $USER`, then log in "
+             "again (or run `newgrp docker` in this shell); or run the kit under sudo")
+CONTAINER = ("this is a container, not a VM (%s): the kit needs a machine with a Docker engine "
+             "(a cloud VM, or this container's host)")
+
+
+@dataclass(frozen=True)
+class Reach:
+    """``kind``: ok, denied (socket exists, this user may not open it), silent (an engine
+    exists but does not answer), container (no engine, and none can run here), absent (no
+    engine; one may be installed and started)."""
+
+    kind: str
+    sentence: str
+    fix: str = ""
+
+    @property
+    def may_start_engine(self) -> bool:
+        return self.kind == "absent"
+
+    def message(self) -> str:
+        return "%s; fix: %s" % (self.sentence, self.fix) if self.fix else self.sentence
+
+
+def socket_path() -> Path | None:
+    """The engine's local socket: DOCKER_HOST's unix:// path, else the default; None when
+    DOCKER_HOST names a remote engine (tcp://, ssh://), which only a connection can test."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if host.startswith("unix://"):
+        return Path(host[len("unix://"):])
+    return None if host else DEFAULT_SOCKET
+
+
+def probe_socket(path: Path) -> int:
+    """0 when something listens at ``path``, else the errno of connecting (EACCES: this user
+    may not; ECONNREFUSED: a stale socket, nobody listens; ENOENT: none)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(5)
+    try:
+        sock.connect(str(path))
+        return 0
+    except OSError as exc:
+        return exc.errno or errno.EIO
+    finally:
+        sock.close()
+
+
+def ping(path: Path, timeout: float = 10) -> bool:
+    """The engine's /_ping over its unix socket, with the standard library only (the task's
+    set-up on a VM runs before anything is installed)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(path))
+        sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+        answer = sock.recv(4096)
+    except OSError:
+        return False
+    finally:
+        sock.close()
+    return answer.startswith(b"HTTP/1.") and b" 200 " in answer.split(b"\r\n", 1)[0]
+
+
+def dockerd_pids() -> list[int]:
+    """dockerd processes on this machine (any user's), read from /proc."""
+    pids = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if (entry / "comm").read_text().strip() == "dockerd":
+                pids.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return sorted(pids)
+
+
+def docker_service_active() -> bool:
+    if not Path("/run/systemd/system").is_dir() or shutil.which("systemctl") is None:
+        return False
+    return subprocess.run(["systemctl", "is-active", "--quiet", "docker.service"],
+                          capture_output=True, timeout=20).returncode == 0
+
+
+def container_marker() -> str | None:
+    """What says this machine is a container, or None."""
+    for marker in ("/.dockerenv", "/run/.containerenv"):
+        if os.path.exists(marker):
+            return marker
+    try:
+        cgroup = Path("/proc/1/cgroup").read_text()
+    except OSError:
+        return None
+    for word in ("kubepods", "docker", "containerd", "libpod", "lxc"):
+        if word in cgroup:
+            return "a %s cgroup" % word
+    return None
+
+
+def can_run_dockerd() -> bool:
+    """A privileged container (CAP_SYS_ADMIN in its bounding set) can run its own dockerd,
+    as CI machines that are themselves containers do; an ordinary one cannot."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapBnd:"):
+                return bool(int(line.split()[1], 16) >> CAP_SYS_ADMIN & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def diagnose() -> Reach:
+    """Why no engine answers this user (call it after a failed ping)."""
+    path = socket_path()
+    if path is None:
+        return Reach("silent", "DOCKER_HOST=%s does not answer" % os.environ["DOCKER_HOST"],
+                     "check that engine, or unset DOCKER_HOST to use this machine's")
+    code = probe_socket(path)
+    if code == errno.EACCES:
+        return Reach("denied", "this user cannot reach the Docker engine at %s (permission "
+                     "denied: the socket belongs to group %s)" % (path, _group_of(path)),
+                     GROUP_FIX)
+    pids = dockerd_pids()
+    if code != 0 and os.environ.get("DOCKER_HOST"):
+        return Reach("silent", "DOCKER_HOST=%s: no engine listens there%s" % (
+            os.environ["DOCKER_HOST"], " (a dockerd runs here, pid %s, at its own socket)"
+            % ", ".join(map(str, pids)) if pids else ""),
+            "unset DOCKER_HOST to use this machine's engine, or point it at a running one")
+    evidence = []
+    if code == 0:
+        evidence.append("its socket %s accepts connections" % path)
+    if pids:
+        evidence.append("dockerd runs (pid %s)" % ", ".join(map(str, pids)))
+    if docker_service_active():
+        evidence.append("the docker service is active")
+    if evidence:
+        return Reach("silent", "a Docker engine is there (%s) but does not answer"
+                     % "; ".join(evidence),
+                     "see `systemctl status docker` and `journalctl -u docker -n 50` (or "
+                     "dockerd's own log); restart it with `sudo systemctl restart docker`")
+    marker = container_marker()
+    if marker and not can_run_dockerd():
+        return Reach("container", CONTAINER % marker)
+    where = ("a stale socket at %s that nobody listens on" % path if code == errno.ECONNREFUSED
+             else "no socket at %s" % path)
+    return Reach("absent", "no Docker engine on this machine (%s, no dockerd)" % where)
+
+
+def _group_of(path: Path) -> str:
+    try:
+        import grp
+        gid = path.stat().st_gid
+        try:
+            return grp.getgrgid(gid).gr_name
+        except KeyError:
+            return str(gid)
+    except OSError:
+        return "?"
