@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from envbench import cache, enginereach
 from envbench.cells import dataset, gpufit
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
-from envbench.images import archs
+from envbench.images import archs, footprint
 from envbench.matrix import models, sources
 from envbench.matrix.models import Matrix
 from envbench.options import Options
 
-# Rough sizes of an image still to build, for the disk check.
-IMAGE_BYTES = {"cuda": 8 * 10**9, "cpu": 2 * 10**9}
+
 @dataclass
 class Check:
     ok: bool
@@ -57,19 +57,24 @@ def _default_index_answers() -> str | None:
     return None if proc.returncode == 0 else " ".join((proc.stderr or "").split())[-160:]
 
 
-def diagnose(m: Matrix, data_dir: Path | None = None) -> list[Check]:
+def diagnose(m: Matrix, data_dir: Path | None = None,
+             locks_dir: Path | None = None) -> list[Check]:
+    locks_dir = locks_dir or Path("locks")
     out: list[Check] = []
     try:
         client = connection.connect()
-    except UserError as exc:
-        return [Check(False, "Docker engine: %s" % exc, "on Debian/Ubuntu: `nox -s demo` "
-                      "installs and starts one; elsewhere: install Docker and start it")]
+    except UserError:
+        reach = enginereach.diagnose()
+        return [Check(False, "Docker engine: %s" % reach.sentence, reach.fix or (
+            "" if reach.kind == "container" else "on Debian/Ubuntu: `nox -s demo` installs "
+            "and starts one (as root or with passwordless sudo); elsewhere: install Docker "
+            "and start it"))]
     version = client.version().get("Version", "?")
     who = "as root" if os.geteuid() == 0 else "as this user, without sudo"
     out.append(Check(True, "Docker engine %s answers %s" % (version, who)))
 
     out.extend(_gpu_checks(client, m))
-    out.append(_disk(client, m))
+    out.append(_disk(client, m, locks_dir))
     root = data_dir or dataset.default_cache()
     ready = dataset.is_ready(root)
     out.append(Check(ready, "CIFAR-10 in %s" % root if ready else
@@ -150,25 +155,40 @@ def _index(name: str, env: Any) -> str | None:
         return None
 
 
-def _disk(client: Any, m: Matrix) -> Check:
-    """Free space where the engine keeps images, against what the matrix may still build."""
+def _disk(client: Any, m: Matrix, locks_dir: Path) -> Check:
+    """Free space where the engine keeps images and where the wheel cache is, against what
+    the images still to build need (sized from their locks: see envbench.images.footprint)."""
     try:
-        root = client.info().get("DockerRootDir") or "/var/lib/docker"
-        free = shutil.disk_usage(root).free
+        root = Path(client.info().get("DockerRootDir") or "/var/lib/docker")
+        engine_free = shutil.disk_usage(root)
     except (OSError, *connection.ENGINE_ERRORS):
         return Check(False, "free disk for images: unknown (the engine's data is not on this "
                      "machine)", "check `docker system df` on the engine's host")
     built = {img.labels.get("envbench.environment") for img in
              client.images.list(filters={"label": "envbench.environment"})}
-    todo = [name for name in m.environments if name not in built]
-    need = sum(IMAGE_BYTES[m.environments[name].kind] for name in todo)
-    return Check(free > need, "free disk for images: %.1f GB free, about %.1f GB to build "
-                 "(%d image(s))" % (free / 1e9, need / 1e9, len(todo)),
-                 "free space (`docker system prune`) or move the engine's data-root")
+    needs = [footprint.of(name, env, locks_dir) for name, env in m.environments.items()
+             if name not in built]
+    engine_need = footprint.engine_bytes(needs)
+    cache_need = sum(n.cache_bytes for n in needs)
+    cache_dir = cache.root()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    same_disk = cache_dir.stat().st_dev == root.stat().st_dev
+    cache_free = engine_free.free if same_disk else shutil.disk_usage(cache_dir).free
+    if same_disk:
+        ok = engine_free.free > engine_need + cache_need
+        where = "%.1f GB free" % (engine_free.free / 1e9)
+    else:
+        ok = engine_free.free > engine_need and cache_free > cache_need
+        where = "%.1f GB free for the engine, %.1f GB for the cache (%s)" % (
+            engine_free.free / 1e9, cache_free / 1e9, cache_dir)
+    return Check(ok, "free disk for %d image(s) to build: %s; they need %s" % (
+        len(needs), where, footprint.describe(needs)),
+        "free space (`docker system prune`), move the engine's data-root, or set "
+        "ENVBENCH_CACHE to a larger disk")
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:
-    results = diagnose(models.load(opts.matrix_path), opts.data_dir)
+    results = diagnose(models.load(opts.matrix_path), opts.data_dir, opts.locks_dir)
     for check in results:
         print(check.line(), file=out)
     bad = sum(not c.ok for c in results)

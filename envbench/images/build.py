@@ -116,11 +116,36 @@ def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool 
         tail = "\n    ".join(lines[-15:])
         raise UserError("building %s failed: %s%s" % (p.name, explain(exc),
                                                       "; last lines:\n    " + tail if tail else ""))
+    finally:
+        remove_builder_stages(client, out)
     own(log_path)
     image = image_or_none(client, p.tag)
     if image is None:
         raise UserError("building %s reported success but %s is missing" % (p.name, p.tag))
     return label_archs(client, p, image, out) if p.env.cuda else image
+
+
+def remove_builder_stages(client: docker.DockerClient, out: TextIO) -> None:
+    """The builder stage's image of a pip stack (labelled envbench.stage=builder) holds the
+    wheels and the installed venv: the legacy builder keeps it, untagged, beside the image
+    (8.9 GB next to a 5.9 GB CUDA 13 image, measured). Removed once the build ends; its
+    untagged parents go with it."""
+    try:
+        stages = client.images.list(filters={"dangling": True,
+                                             "label": "envbench.stage=builder"})
+    except ENGINE_ERRORS:
+        return
+    freed = 0
+    for stage in stages:
+        try:
+            size = int(stage.attrs.get("Size") or 0)
+            client.images.remove(str(stage.id))
+            freed += size
+        except ENGINE_ERRORS:
+            continue  # in use by a build still running: the next build removes it
+    if freed:
+        print("removed the builder stage's image (%.2f GB)" % (freed / 1e9), file=out,
+              flush=True)
 
 
 # torch._C._cuda_getArchFlags() lists the compiled architectures without a GPU (its public

@@ -96,6 +96,10 @@ def test_a_build_has_no_network_and_two_builds_of_one_lock_install_the_same(clie
                     "--reports", tmp_path / "reports")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert re.search(r"offline-proof: building \S+ with the network off", proc.stdout)
+    # The builder stage (every wheel, and the venv again) is not left behind in the engine.
+    assert re.search(r"removed the builder stage's image \(\d+\.\d\d GB\)", proc.stdout)
+    assert client.images.list(filters={"dangling": True, "label": "envbench.stage=builder"}) \
+        == []
     for key in ("ENVBENCH_BASE", "ENVBENCH_PYTHON_BASE", "ENVBENCH_WHEELHOUSE"):
         monkeypatch.setenv(key, e2e_env[key])  # the plan below expands the matrix here
     m = load(matrix)
@@ -107,6 +111,9 @@ def test_a_build_has_no_network_and_two_builds_of_one_lock_install_the_same(clie
     rebuilt = build.build(client, plan, tmp_path / "logs", allow_pull=False,
                       out=io.StringIO(), nocache=True)
     freeze_two = _in_image(client, rebuilt.id, "/opt/venv/bin/pip freeze")
+    assert client.images.list(filters={"dangling": True, "label": "envbench.stage=builder"}) \
+        == []
+    assert (rebuilt.labels or {}).get("envbench.stage") is None  # the final stage is not one
     client.images.remove(rebuilt.id, force=True)
     assert freeze_one == freeze_two and "torch==2.13.0+cpu" in freeze_one
 

@@ -1,0 +1,65 @@
+"""How much disk the images still to build will take: the host's wheel cache and the engine.
+
+A pip stack's wheels land once in the host cache, then pass through the engine about five
+times: the image keeps the installed venv (about twice the wheels), and while it builds, the
+context and the builder stage (the wheels and the venv again, about three times the wheels)
+are there too, until the kit removes the builder stage. Measured for torch 2.14.1 + CUDA 13
+on the local Debian base: 3.0 GB of wheels in the cache, a 5.92 GB image and an 8.94 GB
+builder stage, so about 18 GB at the peak of that one stack's build. The lock gives the
+wheels' sizes where it exists; otherwise a typical stack's wheels are assumed, and the line
+says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from envbench import cache
+from envbench.errors import UserError
+from envbench.images import lock, wheelcache
+from envbench.matrix.models import Environment
+
+IMAGE_FACTOR = 2   # the image that stays
+BUILD_FACTOR = 3   # context and builder stage, while one stack builds
+# Wheels of a stack without a lock yet: a CUDA build's torch and its NVIDIA libraries, a CPU
+# build's torch and numpy.
+TYPICAL_WHEELS = {"cuda": 3 * 10**9, "cpu": 3 * 10**8}
+DEBIAN_STACK_BYTES = 2 * 10**9  # apt's python3-torch with its dependencies, in the engine
+
+
+@dataclass(frozen=True)
+class Need:
+    environment: str
+    cache_bytes: int   # wheels not yet in the host cache
+    image_bytes: int   # what stays in the engine
+    build_bytes: int   # what the engine holds besides, while this stack builds
+    source: str        # "lock" or "typical"
+
+
+def of(name: str, env: Environment, locks_dir: Path, cache_root: Path | None = None) -> Need:
+    if env.source != "pip":
+        return Need(name, 0, DEBIAN_STACK_BYTES, 0, "typical")
+    try:
+        made = lock.read(lock.path_for(locks_dir, name))
+    except UserError:
+        wheels = TYPICAL_WHEELS[env.kind]
+        return Need(name, wheels, IMAGE_FACTOR * wheels, BUILD_FACTOR * wheels, "typical")
+    root = cache_root or cache.root()
+    total = sum(w.size or 0 for w in made.wheels)
+    missing = sum(w.size or 0 for w in made.wheels
+                  if not wheelcache.path_for(w, root).exists())
+    return Need(name, missing, IMAGE_FACTOR * total, BUILD_FACTOR * total, "lock")
+
+
+def engine_bytes(needs: list[Need]) -> int:
+    """Every image that stays, plus the largest build's passing footprint (one at a time)."""
+    return sum(n.image_bytes for n in needs) + max((n.build_bytes for n in needs), default=0)
+
+
+def describe(needs: list[Need]) -> str:
+    locked = sum(n.source == "lock" for n in needs)
+    return ("%.1f GB in the engine (each image about %d× its wheels, %d× more while it builds)"
+            " and %.1f GB of wheels for the cache; %d of %d stack(s) sized from their lock, "
+            "the rest as a typical stack" % (
+                engine_bytes(needs) / 1e9, IMAGE_FACTOR, BUILD_FACTOR,
+                sum(n.cache_bytes for n in needs) / 1e9, locked, len(needs)))
