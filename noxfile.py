@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -24,11 +25,38 @@ def _envbench(session: nox.Session, *args: str) -> None:
     session.run("envbench", *args, *session.posargs)
 
 
+# pyproject's extras with one cloud's SDK each; a target without infra may land on any.
+CLOUD_EXTRAS = ("aws", "gcp", "azure", "lambda", "oci", "nebius")
+ANY_CLOUD = ("aws", "gcp", "azure", "lambda")
+
+
+def _clouds_named(args: list[str]) -> list[str]:
+    """The clouds whose SDK `nox -s cloud` needs: those the matrix's targets name in infra
+    (read as text: nothing is installed yet), all the common ones for a target without."""
+    local = any(a == "--launcher=local" or (a == "--launcher" and args[i + 1:i + 2] == ["local"])
+                for i, a in enumerate(args))
+    if "--dry-run" in args or local:
+        return []  # the dry run and the local launcher need SkyPilot's core only
+    matrix = args[args.index("--matrix") + 1] if "--matrix" in args[:-1] else "matrix.yaml"
+    try:
+        text = open(matrix, encoding="utf-8").read()
+    except OSError:
+        return []  # the kit says what is wrong with the path
+    named = re.findall(r"\binfra:\s*[\"']?([a-z0-9]+)", text)
+    no_infra = re.search(r"cloud:\s*\{(?![^}]*\binfra:)", text) is not None
+    return sorted(set(named) | (set(ANY_CLOUD) if no_infra else set()))
+
+
 @nox.session(name="cloud")
 def cloud(session: nox.Session) -> None:
     """Cloud targets through SkyPilot: one cluster each, results home, torn down, one report
     (-- --dry-run --out DIR: the plan, prices, task YAMLs; -- --launcher local: sshd VMs)."""
-    session.install("-e", ".[cloud]")
+    clouds = _clouds_named(list(session.posargs))
+    extras = ["cloud"] + ["cloud-%s" % c for c in clouds if c in CLOUD_EXTRAS]
+    session.install("-e", ".[%s]" % ",".join(extras))
+    others = ["skypilot[%s]==0.14.*" % c for c in clouds if c not in CLOUD_EXTRAS]
+    if others:
+        session.install(*others)
     session.env["SKYPILOT_DISABLE_USAGE_COLLECTION"] = "1"
     session.run("envbench", "cloud", *session.posargs)
 

@@ -10,6 +10,7 @@ in each task is the safety net for a kit that dies before its ``finally``.
 """
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -117,10 +118,16 @@ class FanOut:
         kept = self._keep(plan, staging)
         outcome.results = [p.name for p in kept]
         if not kept:
+            bench = bench_exit(log)
+            error = last_error(log)
             self._failed(plan, outcome, "NoResults",
-                         "the job on %s ended with exit code %s and no results came back "
-                         "(its log: %s)" % (outcome.cluster, outcome.exit_code,
-                                            self.reports / "cloud" / ("%s.log" % plan.name)))
+                         "no results came back from %s (the job's status: exit code %s; %s)%s "
+                         "(its log: %s)" % (
+                             outcome.cluster, outcome.exit_code,
+                             "bench exited with code %d" % bench if bench is not None
+                             else "bench never ended: set-up or the launch failed first",
+                             ": %s" % error if error else "",
+                             self.reports / "cloud" / ("%s.log" % plan.name)))
             return
         ok = sum(1 for p in kept if contract.load(p)["status"] == "ok")
         outcome.state = ClusterState.DONE
@@ -243,6 +250,26 @@ class FanOut:
         return clusters.write(self.reports, self.launcher.name, list(self.outcomes.values()))
 
 
+BENCH_EXIT = re.compile(r"envbench: bench exited with code (\d+)")
+ERROR_LINE = re.compile(r"(error|failed|✘|refused|denied)", re.IGNORECASE)
+
+
+def bench_exit(log: str) -> int | None:
+    """bench's own exit code, as the run script prints it (the launcher's job status is
+    another thing: SkyPilot's, 100 for any failed job)."""
+    found = BENCH_EXIT.findall(log)
+    return int(found[-1]) if found else None
+
+
+def last_error(log: str) -> str | None:
+    """The log's last line that reads as an error, for the record (the whole log is saved)."""
+    for line in reversed(log.splitlines()):
+        if RESULT_MARKER not in line and ERROR_LINE.search(line) and \
+                not BENCH_EXIT.search(line):
+            return " ".join(line.split())[:300]
+    return None
+
+
 def rsync(remote: Remote, path: str, dest: Path) -> str | None:
     """Copy ``path`` (relative to the workdir) from the cluster; None, or why it failed."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -277,7 +304,11 @@ def launch(opts: Options, out: TextIO = sys.stdout) -> tuple[int, list[ClusterRu
     m = models.load(opts.matrix_path)
     plans = planmod.plan(m, opts, planmod.checkout())
     print(planmod.describe(plans, launching=True), file=out, flush=True)
-    launcher = local.make(out) if opts.launcher == "local" else sky.SkyLauncher()
+    if opts.launcher == "local":
+        launcher: local.LocalLauncher | sky.SkyLauncher = local.make(out)
+    else:
+        launcher = sky.SkyLauncher()
+        launcher.check(out)  # which clouds can launch, before any is asked to
     fan = FanOut(plans, launcher, m, opts.reports_dir, data_identity(opts, m), out)
     code = fan.run()
     return code, list(fan.outcomes.values())

@@ -4,7 +4,8 @@ Per cloud target: the accelerator and where (infra, or the cheapest cloud in the
 the hourly price (the matrix's price_per_hour, else SkyPilot's catalog, and which), the cells,
 the estimated time and cost, and the task YAML that SkyPilot itself has accepted.
 
-Time estimate: a fixed provisioning allowance (VM start, setup, image builds) plus, per cell,
+Time estimate: a fixed provisioning allowance (VM start, set-up), an allowance per image the
+VM builds (BUILD_S), plus, per cell,
 the earlier results' first epoch and median epoch for the same environment and target where
 present. Without earlier results the run time is unknown and the cost shown is a lower bound.
 """
@@ -27,8 +28,12 @@ from envbench.matrix.models import Matrix
 from envbench.options import Options
 from envbench.results import store
 
-# VM start, SkyPilot's setup, the Docker builds of each stack: typically 5-15 minutes.
-PROVISION_S = 15 * 60
+# VM start, SkyPilot's set-up and ./noxw: typically 5-10 minutes.
+PROVISION_S = 8 * 60
+# First-time image builds on a fresh VM, per stack: a CUDA pip stack fetches about 3 GB of
+# wheels and builds (248 s cold here, with a fast index; a VM's downloads vary), a CPU stack
+# a tenth of that.
+BUILD_S = {"cuda": 6 * 60, "cpu": 2 * 60}
 CELL_OVERHEAD_S = 5.0  # container start and stop, result handling (measured ~1 s here)
 
 
@@ -46,10 +51,11 @@ class TargetPlan:
     yaml_path: Path | None = None
     environments: list[str] = field(default_factory=list)
     task: dict[str, Any] = field(default_factory=dict)  # the SkyPilot task-YAML, validated
+    build_s: float = 0.0  # the images this VM builds first (BUILD_S per stack)
 
     @property
     def total_s(self) -> float:
-        return PROVISION_S + (self.run_s or 0.0)
+        return PROVISION_S + self.build_s + (self.run_s or 0.0)
 
     @property
     def cost(self) -> float | None:
@@ -112,7 +118,9 @@ def plan(matrix: Matrix, opts: Options, workdir: Path) -> list[TargetPlan]:
                        cloud.infra or "cheapest in the catalog",
                        price, source, instance, todo,
                        None if unknown == len(todo) else run_s, unknown,
-                       environments=sorted({c.environment for c in todo}), task=config)
+                       environments=sorted({c.environment for c in todo}), task=config,
+                       build_s=sum(BUILD_S[matrix.environments[e].kind]
+                                   for e in {c.environment for c in todo}))
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             p.yaml_path = out / ("%s.yaml" % config["name"])
@@ -142,7 +150,9 @@ def describe(plans: list[TargetPlan], launching: bool = False) -> str:
                    % (p.unknown_cells, len(p.cells)))
         else:
             run = "cells %s (from earlier results)" % _duration(p.run_s or 0.0)
-        lines.append("  time: provisioning allowance %s + %s" % (_duration(PROVISION_S), run))
+        lines.append("  time: provisioning allowance %s + image builds %s (%d stack%s) + %s"
+                     % (_duration(PROVISION_S), _duration(p.build_s), len(p.environments),
+                        "" if len(p.environments) == 1 else "s", run))
         if p.cost is not None:
             bound = "at least " if p.unknown_cells else ""
             lines.append("  cost: %s$%.2f" % (bound, p.cost))

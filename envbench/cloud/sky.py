@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any
+import time
+from typing import Any, TextIO
 
 from envbench.cloud.launcher import LineStream, ProvisionFailed, Remote
 from envbench.errors import UserError
-from envbench.matrix.models import Cloud
+from envbench.matrix.models import CONTAINER_INFRA, Cloud
 
 INSTALL_HINT = "install the cloud extra: pip install 'envbench[cloud]' (or run nox -s cloud)"
 
@@ -103,11 +104,46 @@ class SkyLauncher:
         self.sky = import_sky()
         self._jobs: dict[str, int | None] = {}
         self._requests: dict[str, Any] = {}
+        self.enabled: set[str] | None = None  # clouds `sky check` enabled for compute
+        self._launched_at: dict[str, float] = {}
+
+    def check(self, out: TextIO) -> set[str]:
+        """`sky check`, first: which clouds this machine can launch on (credentials and the
+        cloud's SDK, from envbench[cloud-<name>]), said before anything is launched."""
+        from sky.client import sdk  # `sky.check` is the module of that name, not the call
+
+        try:
+            found = self.sky.get(sdk.check(infra_list=None, verbose=False))
+        except Exception as exc:  # the API server's own failure, in its words
+            raise UserError("SkyPilot's `sky check` failed: %s" % _first_line(exc))
+        enabled = set()
+        for per_cloud in (found or {}).values():
+            for name, capabilities in (per_cloud or {}).items():
+                if "compute" in {str(getattr(c, "value", c)).lower() for c in capabilities}:
+                    enabled.add(str(name).lower())
+        vm = sorted(enabled - set(CONTAINER_INFRA))
+        print("SkyPilot: clouds enabled for compute: %s%s" % (
+            ", ".join(vm) or "none", "" if vm else " (install envbench[cloud-aws] or another "
+            "cloud's extra, set its credentials, and run `sky check`)"), file=out, flush=True)
+        self.enabled = set(vm)
+        return self.enabled
 
     def launch(self, cluster: str, task: dict[str, Any], out: Any) -> Any:
 
         sky = self.sky
         stream = LineStream(out)
+        resources = task.setdefault("resources", {})
+        cloud = str(resources.get("infra") or "").split("/")[0]
+        if self.enabled is not None:
+            if cloud and cloud not in self.enabled:
+                raise ProvisionFailed("SkyPilot has no credentials or SDK for %s here (`sky "
+                                      "check`): install envbench[cloud-%s] and set up its "
+                                      "credentials" % (cloud, cloud))
+            if not cloud:  # the cheapest, but among VM clouds only: pods have no engine
+                if not self.enabled:
+                    raise ProvisionFailed("no VM cloud is enabled in SkyPilot (`sky check`)")
+                resources["any_of"] = [{"infra": name} for name in sorted(self.enabled)]
+        self._launched_at[cluster] = time.time()
         try:
             request = sky.launch(validated_task(task), cluster_name=cluster)
             self._requests[cluster] = request
@@ -134,8 +170,9 @@ class SkyLauncher:
         sky = self.sky
         request = self._requests.pop(cluster, None)
         if request is not None:
-            try:  # a launch still provisioning: stop asking for the VM first
-                sky.api_cancel(request, silent=True)
+            try:  # a launch still provisioning: stop asking for the VM first, and wait
+                # until the server has cancelled it, or `down` may race a VM coming up
+                sky.get(sky.api_cancel(request, silent=True))
             except Exception:
                 pass
         try:
@@ -145,8 +182,10 @@ class SkyLauncher:
 
     def costs(self, clusters: list[str]) -> dict[str, float]:
         records = self.sky.get(self.sky.cost_report(days=1))
+        # By name and launch time: an earlier cluster of the same name is in the report too.
         return {r["name"]: float(r["total_cost"]) for r in records
-                if r.get("name") in clusters and r.get("total_cost") is not None}
+                if r.get("name") in clusters and r.get("total_cost") is not None
+                and float(r.get("launched_at") or 0) >= self._launched_at.get(r["name"], 0) - 120}
 
 
 def _first_line(exc: BaseException) -> str:

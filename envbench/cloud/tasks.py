@@ -26,8 +26,12 @@ def cluster_name(target: str) -> str:
     return (CLUSTER_PREFIX + safe)[:60]
 
 
+# Whether this user reaches the engine (standard library only: nothing is installed yet).
+ENGINE_CHECK = "python3 -m envbench.provision check"
+
+
 def run_script(target: str, matrix: str, data: bool, synthetic: bool) -> str:
-    bench = ["python3", "-m", "nox", "-s", "bench", "--", "--matrix", matrix, "--target", target,
+    bench = ["./noxw", "-s", "bench", "--", "--matrix", matrix, "--target", target,
              "--reports", "reports"]
     if data:
         bench += ["--data", REMOTE_DATA]
@@ -36,8 +40,12 @@ def run_script(target: str, matrix: str, data: bool, synthetic: bool) -> str:
     quoted = " ".join(shlex.quote(part) if not part.startswith("~/") else part for part in bench)
     return "\n".join([
         "set -u",
-        quoted,
+        # A user that set-up added to the docker group has it only in a new login: `sg`
+        # gives this shell's command the group without one.
+        "BENCH=%s" % shlex.quote(quoted),
+        'if %s --quiet; then sh -c "$BENCH"; else sg docker -c "$BENCH"; fi' % ENGINE_CHECK,
         "status=$?",
+        'echo "envbench: bench exited with code $status"',
         # The fallback path home: every result, printed whole, after a marker.
         'for f in reports/results/*.json; do [ -e "$f" ] || continue; '
         'printf \'%s %s \' "%s" "$(basename "$f")"; base64 -w0 "$f"; echo; done'
@@ -48,8 +56,21 @@ def run_script(target: str, matrix: str, data: bool, synthetic: bool) -> str:
 
 SETUP = "\n".join([
     "set -e",
-    # SkyPilot's GPU images carry Docker and the NVIDIA container toolkit; the kit needs nox.
-    "python3 -m pip install --user --quiet --no-warn-script-location 'nox>=2024.3'",
+    # The engine first, before anything is fetched. On images whose login user is outside
+    # the docker group (Lambda's, Azure's HPC images, a fresh Docker on Ubuntu) set-up adds
+    # it, where sudo needs no password; then checks again in a shell with that group. An
+    # engine this user still cannot reach ends set-up here, with the reason and the fix.
+    "if ! %s --quiet; then" % ENGINE_CHECK,
+    '  if [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null && getent group docker >/dev/null;'
+    " then",
+    '    sudo -n usermod -aG docker "$(id -un)"',
+    '    echo "envbench set-up: added $(id -un) to the docker group"',
+    "  fi",
+    "  sg docker -c '%s' || { echo 'envbench set-up: the Docker engine is out of reach "
+    "(above: why, and the fix)'; exit 1; }" % ENGINE_CHECK,
+    "fi",
+    # nox through ./noxw: stock VM images have python3 but often no pip or venv.
+    "./noxw --version",
 ])
 
 

@@ -53,11 +53,16 @@ def kit_requirements() -> list[str]:
     return ["nox>=2024.3", "setuptools>=68", "wheel", *project["project"]["dependencies"]]
 
 
+NOXW_REQUIREMENTS = Path(__file__).resolve().parents[2] / "tools" / "noxw-requirements.txt"
+
+
 def ensure_kit_wheelhouse(python: str, out: TextIO = sys.stdout) -> Path:
     """The kit's Python packages for Python ``python``, for machines without an index (the
-    local launcher's VMs): fetched once by the host's pip, refreshed when the list changes."""
+    local launcher's VMs): fetched once by the host's pip, refreshed when the list changes.
+    With them, what ./noxw installs there: uv's wheel and nox's hash-locked set."""
     wanted = kit_requirements()
-    digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
+    locked = NOXW_REQUIREMENTS.read_text()
+    digest = hashlib.sha256(("\n".join(wanted) + locked).encode()).hexdigest()[:12]
     folder = cache.root() / ("wheelhouse-kit-py%s-%s" % (python.replace(".", ""), digest))
     if (folder / "COMPLETE").exists():
         return folder
@@ -66,6 +71,11 @@ def ensure_kit_wheelhouse(python: str, out: TextIO = sys.stdout) -> Path:
     proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", *wanted,
                            "--only-binary", ":all:", "--python-version", python,
                            "-d", str(folder)], capture_output=True, text=True)
+    if proc.returncode == 0:  # separately: one hashed line puts pip in hash-checking mode
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--require-hashes",
+                               "-r", str(NOXW_REQUIREMENTS), "--only-binary", ":all:",
+                               "--python-version", python, "-d", str(folder)],
+                              capture_output=True, text=True)
     if proc.returncode != 0:
         tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
         raise UserError("could not fetch the kit's packages for Python %s: %s" % (python, tail))

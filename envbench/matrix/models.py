@@ -177,6 +177,17 @@ INFRA = r"^[a-z0-9]+(/[A-Za-z0-9_.-]+){0,2}$"
 INSTANCE = r"^[A-Za-z0-9_.:-]{1,80}$"
 
 
+# SkyPilot infra whose machines are containers (no Docker engine inside), and why.
+CONTAINER_INFRA = {
+    "k8s": "Kubernetes pods are containers",
+    "kubernetes": "Kubernetes pods are containers",
+    "ssh": "SkyPilot's SSH node pools run their jobs in Kubernetes pods, which are containers",
+    "runpod": "RunPod's machines are containers",
+    "vast": "Vast.ai's machines are containers",
+}
+LOCAL_POOL = "local"  # ssh/local: the local launcher's pool of sshd "VMs"
+
+
 class Cloud(_Strict):
     """A target that lives in a cloud: SkyPilot provisions a VM for it (nox -s cloud).
 
@@ -184,12 +195,27 @@ class Cloud(_Strict):
     VM: instance_type, or SkyPilot's default CPU VM)."""
 
     accelerators: Optional[Annotated[str, Field(strict=True, pattern=ACCELERATORS)]] = None
-    # aws, gcp/us-central1, k8s, ssh/<pool>: SkyPilot's infra grammar (cloud[/region[/zone]]).
+    # aws, gcp/us-central1, lambda: SkyPilot's infra grammar (cloud[/region[/zone]]); VM
+    # clouds only (see _a_vm).
     infra: Optional[Annotated[str, Field(strict=True, pattern=INFRA)]] = None
     instance_type: Optional[Annotated[str, Field(strict=True, pattern=INSTANCE)]] = None
     use_spot: Flag = False
-    disk_size: Annotated[int, Field(strict=True, ge=20, le=65536)] = 100  # GB
+    # SkyPilot's own default: a CUDA stack takes about 18 GB while it builds (images/footprint).
+    disk_size: Annotated[int, Field(strict=True, ge=20, le=65536)] = 256  # GB
     autostop_minutes: Annotated[int, Field(strict=True, ge=1, le=10080)] = 30
+
+    @field_validator("infra")
+    @classmethod
+    def _a_vm(cls, value: Optional[str]) -> Optional[str]:
+        """Infra whose "machines" are containers has no Docker engine to build and run the
+        images in: every cell would fail after the machine is paid for."""
+        kind = (value or "").split("/")[0]
+        if value == "ssh/%s" % LOCAL_POOL:
+            return value  # the local launcher's sshd VMs (--launcher local)
+        if kind in CONTAINER_INFRA:
+            raise ValueError("%s: %s; the kit needs a VM with a Docker engine (aws, gcp, "
+                             "azure, lambda, ...)" % (value, CONTAINER_INFRA[kind]))
+        return value
 
     @property
     def accelerator(self) -> tuple[str, int]:

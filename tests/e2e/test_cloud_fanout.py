@@ -31,7 +31,7 @@ targets:
          label: "VM A", cloud: {infra: ssh/local}}
   vm-b: {device: cpu, cpus: 1, memory: 2g, price_per_hour: 0.07, timeout_s: 900,
          label: "VM B", cloud: {infra: ssh/local}}
-  vm-gone: {device: cpu, cpus: 1, price_per_hour: 0.09, cloud: {infra: ssh/elsewhere}}
+  vm-gone: {device: cpu, cpus: 1, price_per_hour: 0.09, cloud: {infra: aws}}
 benchmark:
   epochs: 1
   batch_size: 64
@@ -68,7 +68,7 @@ def test_two_vms_at_once_one_that_cannot_provision_and_one_report(
     assert proc.returncode == 1, out[-4000:]
     assert "Traceback" not in out
     assert "[vm-gone] failed: envbench-vm-gone could not be provisioned: no SSH node pool " \
-           "serves infra 'ssh/elsewhere'" in out
+           "serves infra 'aws'" in out
     # Concurrent: both VMs were running their task before either's results came home.
     first_home = min(i for i, line in enumerate(lines) if "results home via" in line)
     for name in ("vm-a", "vm-b"):
@@ -103,7 +103,7 @@ def test_two_vms_at_once_one_that_cannot_provision_and_one_report(
         assert label in page, label
     assert "report of 3 results from 3 clusters" in out
     summary = (reports / "summary.md").read_text()
-    assert "| vm-gone | CPU VM | ssh/elsewhere | failed |" in summary
+    assert "| vm-gone | CPU VM | aws | failed |" in summary
     assert "(estimate (price x wall time)) |" in summary
 
 

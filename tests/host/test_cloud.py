@@ -26,7 +26,7 @@ CATALOG = Path(__file__).resolve().parent / "data" / "skypilot-catalog"
 
 THREE = GOOD + """
   h100: {device: cuda, cloud: {accelerators: "H100:1", infra: lambda}}
-  l4: {device: cuda, cloud: {accelerators: "L4:1", infra: runpod, use_spot: true}}
+  l4: {device: cuda, cloud: {accelerators: "L4:1", infra: paperspace, use_spot: true}}
   a100: {device: cuda, price_per_hour: 1.10, cloud: {accelerators: "A100:1", infra: aws,
          autostop_minutes: 45}}
 """.replace("targets:\n", "targets:\n", 1)
@@ -80,7 +80,7 @@ def test_each_task_is_a_real_skypilot_task_and_its_yaml_round_trips(sky_home, tm
     assert task.name == "envbench-l4"
     (resources,) = task.resources
     assert resources.accelerators == {"L4": 1} and resources.use_spot
-    assert "nox -s bench -- --matrix matrix.yaml --target l4" in task.run
+    assert "noxw -s bench -- --matrix matrix.yaml --target l4" in task.run
     assert "--data ~/envbench-data" in task.run and task.file_mounts == {
         "~/envbench-data": str(data)}
     assert task.envs["SKYPILOT_DISABLE_USAGE_COLLECTION"] == "1"
@@ -94,7 +94,7 @@ def test_each_task_is_a_real_skypilot_task_and_its_yaml_round_trips(sky_home, tm
 
 def test_prices_come_from_the_catalog_unless_the_matrix_gives_one(sky_home):
     m = models.parse(three())
-    assert skyapi.cached_clouds() == ["lambda", "runpod"]
+    assert skyapi.cached_clouds() == ["lambda", "paperspace"]
     price, instance, source = skyapi.hourly_price(m.targets["h100"].cloud)
     assert (price, instance, source) == (2.49, "gpu_1x_h100_pcie", "SkyPilot catalog (lambda)")
     price, instance, _ = skyapi.hourly_price(m.targets["l4"].cloud)
@@ -117,11 +117,13 @@ def test_the_dry_run_prints_the_plan_and_writes_three_valid_task_yamls(sky_home,
     print(proc.stdout)
     text = proc.stdout
     assert "h100: H100:1 on lambda, $2.49/h (SkyPilot catalog (lambda), gpu_1x_h100_pcie)" in text
-    assert "l4: L4:1 on runpod, $0.22/h (SkyPilot catalog (runpod), 1x_L4_SECURE)" in text
+    assert "l4: L4:1 on paperspace, $0.22/h (SkyPilot catalog (paperspace), 1x_L4_SECURE)" in text
     assert "a100: A100:1 on aws, $1.10/h (matrix)" in text
     # Environment g is the CUDA stack: 2 batch sizes x 2 amp values x 3 repeats per target.
     assert text.count("cells: 12 (g)") == 3
-    assert "have no earlier results here" in text and "cost: at least $0.62" in text
+    assert "have no earlier results here" in text and "cost: at least $0.58" in text
+    # 2.49 $/h x (8 min to start + 6 min to build the CUDA stack g) = $0.581
+    assert "time: provisioning allowance 8 min + image builds 6 min (1 stack) + " in text
     written = sorted(p.name for p in out.iterdir())
     assert written == ["envbench-a100.yaml", "envbench-h100.yaml", "envbench-l4.yaml"]
     import sky
@@ -164,7 +166,9 @@ def test_earlier_results_give_the_time_and_cost_estimate(sky_home, tmp_path):
     # The matrix's 2 epochs per cell: the first epoch, then one steady one, and the overhead.
     per_cell = first + steady + plan.CELL_OVERHEAD_S
     assert p.unknown_cells == 0 and p.run_s == pytest.approx(12 * per_cell)
-    assert p.cost == pytest.approx(2.49 * (plan.PROVISION_S + 12 * per_cell) / 3600)
+    # The VM's start and set-up (8 min), the one CUDA stack's first build (6 min), the cells.
+    assert p.build_s == 6 * 60
+    assert p.cost == pytest.approx(2.49 * (8 * 60 + 6 * 60 + 12 * per_cell) / 3600)
     assert "(from earlier results)" in plan.describe([p]) and "at least" not in \
         plan.describe([p]).split("cost:")[1].splitlines()[0]
 
@@ -182,7 +186,7 @@ def test_local_runs_leave_cloud_targets_to_their_vms_and_check_lists_them(tmp_pa
     proc = subprocess.run([sys.executable, "-m", "envbench", "check", "--matrix", str(path),
                            "--synthetic"], cwd=ROOT, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=300)
-    assert "cloud target l4: L4:1 on runpod (spot), autostop 30 min" in proc.stdout
+    assert "cloud target l4: L4:1 on paperspace (spot), autostop 30 min" in proc.stdout
     assert "cloud targets a100, h100, l4 run on their own VMs (nox -s cloud)" in proc.stdout
 
 
@@ -272,9 +276,10 @@ def test_a_line_stream_hands_over_whole_lines_only():
 
 def test_with_skypilot_a_cluster_that_cannot_provision_is_recorded_with_its_reason(
         sky_home, tmp_path):
-    """The SkyPilot launcher against SkyPilot itself: its SDK starts a local API server, and
-    the launch fails here (no credentials, no network): the target's cells are recorded as
-    failed with SkyPilot's own reason, the cluster is torn down, and the report is written."""
+    """The SkyPilot launcher against SkyPilot itself: its SDK starts a local API server, whose
+    `sky check` finds no cloud with credentials here, so the target is refused before any
+    launch: its cells are recorded as failed with that reason, the cluster name is torn down
+    all the same, and the report is written."""
     matrix_path = tmp_path / "matrix.yaml"
     matrix_path.write_text(three())
     reports = tmp_path / "reports"
@@ -292,8 +297,14 @@ def test_with_skypilot_a_cluster_that_cannot_provision_is_recorded_with_its_reas
     print(proc.stdout)
     assert proc.returncode == 1, proc.stdout
     assert "Traceback" not in proc.stdout
+    # `sky check` first: no cloud has credentials in this home, so none is enabled, and
+    # the target is refused with that reason instead of a launch that cannot succeed.
+    assert "SkyPilot: clouds enabled for compute: none (install envbench[cloud-aws]" \
+        in proc.stdout
     assert "[h100] launching cluster envbench-h100: H100:1 on lambda (SkyPilot)" in proc.stdout
-    assert "[h100] failed: envbench-h100 could not be provisioned: " in proc.stdout
+    assert "[h100] failed: envbench-h100 could not be provisioned: SkyPilot has no " \
+        "credentials or SDK for lambda here (`sky check`): install envbench[cloud-lambda]" \
+        in proc.stdout
     assert "torn down: envbench-h100" in proc.stdout
     records = [json.loads(p.read_text()) for p in (reports / "results").glob("*.json")]
     assert len(records) == 12  # environment g: 2 batch sizes x 2 amp values x 3 repeats
@@ -306,3 +317,63 @@ def test_with_skypilot_a_cluster_that_cannot_provision_is_recorded_with_its_reas
     assert (runs["runs"][0]["cost"], runs["runs"][0]["cost_source"]) == (0.0,
                                                                          "never provisioned")
     assert (reports / "index.html").exists()
+
+
+@pytest.mark.parametrize("infra, why", [
+    ("k8s", "Kubernetes pods are containers"),
+    ("kubernetes/my-context", "Kubernetes pods are containers"),
+    ("ssh/gpu-pool", "SkyPilot's SSH node pools run their jobs in Kubernetes pods"),
+    ("runpod", "RunPod's machines are containers"),
+    ("vast", "Vast.ai's machines are containers"),
+])
+def test_infra_whose_machines_are_containers_is_refused_with_the_reason(infra, why):
+    bad = three().replace("infra: lambda", "infra: %s" % infra)
+    found = [p for p in problems(bad) if p.startswith("targets.h100.cloud.infra:")]
+    assert len(found) == 1 and found[0].startswith(
+        "targets.h100.cloud.infra: %s: %s" % (infra, why)), found
+    assert found[0].endswith("the kit needs a VM with a Docker engine (aws, gcp, azure, "
+                             "lambda, ...)")
+    # The local launcher's own pool stays allowed: it is a rehearsal on sshd "VMs".
+    local = models.parse(three().replace("infra: lambda", "infra: ssh/local"))
+    assert local.targets["h100"].cloud.infra == "ssh/local"
+
+
+def test_the_dry_run_refuses_a_k8s_target_before_writing_anything(tmp_path):
+    matrix_path = tmp_path / "matrix.yaml"
+    matrix_path.write_text(three().replace("infra: lambda", "infra: k8s"))
+    out = tmp_path / "tasks"
+    proc = subprocess.run([sys.executable, "-m", "envbench", "cloud", "--dry-run", "--matrix",
+                           str(matrix_path), "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "targets.h100.cloud.infra: k8s: Kubernetes pods are containers" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout and not out.exists()
+
+
+def test_the_aws_task_checks_the_engine_first_and_joins_the_docker_group(sky_home):
+    m = models.parse(three())
+    config = tasks.task_config("a100", m.targets["a100"], ROOT, ROOT / "matrix.yaml")
+    task = skyapi.validated_task(config)
+    setup = task.setup.splitlines()
+    # Before anything is fetched: the engine, the group, the check again in the new group.
+    assert setup[1] == "if ! python3 -m envbench.provision check --quiet; then"
+    assert '    sudo -n usermod -aG docker "$(id -un)"' in setup
+    assert any(line.startswith("  sg docker -c 'python3 -m envbench.provision check' || {")
+               for line in setup)
+    assert setup[-1] == "./noxw --version"  # no pip needed on the VM
+    assert 'else sg docker -c "$BENCH"; fi' in task.run and "BENCH='./noxw -s bench" in task.run
+    (resources,) = task.resources
+    assert resources.disk_size == 256  # SkyPilot's default; a CUDA stack builds in ~18 GB
+
+
+def test_a_failed_job_is_told_by_bench_exit_code_and_its_last_error_line():
+    from envbench.cloud import fanout
+    log = "\n".join(["(task, pid=1) nox > Running session bench",
+                     "(task, pid=1) error: this user cannot reach the Docker engine at "
+                     "/var/run/docker.sock (permission denied)",
+                     "(task, pid=1) envbench: bench exited with code 1",
+                     "(task, pid=1) ENVBENCH-RESULT x.json ZXJyb3I="])
+    assert fanout.bench_exit(log) == 1
+    assert fanout.last_error(log) == ("(task, pid=1) error: this user cannot reach the Docker "
+                                      "engine at /var/run/docker.sock (permission denied)")
+    assert fanout.bench_exit("setup failed") is None and fanout.last_error("all fine") is None
