@@ -46,6 +46,7 @@ class Options:
     order_seed: int | None = None        # `bench`: the seed that shuffles (None: a new one)
     dry_run: bool = False                # `cloud`: plan and task YAMLs only
     launcher: str = "sky"                # `cloud`: sky or local
+    check: bool = False                  # `lock`: re-resolve and compare, write nothing
 
     @property
     def matrix_dir(self) -> Path:
@@ -138,6 +139,10 @@ OPTIONS = _options(
     Option("launcher", "--launcher", "sky: SkyPilot's clusters (default); local: sshd "
            "containers on this machine, a rehearsal of the fan-out (infra ssh/local, no "
            "accelerators)", {"choices": ("sky", "local")}),
+    Option("check", "--check", "resolve again and compare with each lock as it is; write "
+           "nothing, exit 1 on any difference (CI: a lock whose URLs or hashes were edited by "
+           "hand reads as current otherwise, since its inputs hash vouches only for itself)",
+           {"action": "store_true"}),
 )
 
 SELECTION = ("matrix_path", "envs", "targets", "kind")
@@ -156,7 +161,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "lock": Command("resolve each selected pip environment into locks/<env>.pylock.toml",
-                    (*SELECTION, "locks")),
+                    (*SELECTION, "locks", "check")),
     "build": Command("build the images the selected cells need",
                      (*SELECTION, "reports_dir", "offline", "locks", "frozen")),
     "bench": Command("build, then run every selected cell",

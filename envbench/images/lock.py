@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -139,22 +140,56 @@ def resolve(requirements: list[str], python: str, platform_name: str,
         return out.read_text()
 
 
+SHA256 = re.compile(r"[0-9a-f]{64}")
+# A wheel's file name (PEP 427): name-version[-build]-python-abi-platform.whl, each part of
+# letters, digits, '_', '.', '+' or '!'; never a separator, '..' or anything a path could use.
+WHEEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*-[A-Za-z0-9_.+!]+(-[0-9][A-Za-z0-9_.]*)?"
+                        r"-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl")
+MAX_WHEEL_BYTES = 8 * 10**9  # the largest CUDA wheels are about 3 GB
+
+
+def _wheel(entry: Any, package: dict[str, Any], where: str) -> Wheel:
+    """One lock entry, checked before any of it names a file or a download: a lock comes
+    from a file anyone can change in a pull request."""
+    label = "%s: %s %s" % (where, package.get("name"), package.get("version"))
+    if not isinstance(entry, dict):
+        raise UserError("%s: a wheel entry is not a table" % label)
+    sha256 = (entry.get("hashes") or {}).get("sha256")
+    if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
+        raise UserError("%s: hashes.sha256 %r is not 64 lower-case hex digits"
+                        % (label, str(sha256)[:80]))
+    url = entry.get("url")
+    if url is not None and (not isinstance(url, str) or not url.startswith("https://")):
+        raise UserError("%s: url %r: only https:// downloads are accepted" % (label,
+                                                                             str(url)[:120]))
+    raw_name = entry.get("name") or (url or "").rsplit("/", 1)[-1].split("?")[0]
+    filename = unquote(raw_name) if isinstance(raw_name, str) else ""
+    if not WHEEL_NAME.fullmatch(filename) or ".." in filename:
+        raise UserError("%s: %r is not a wheel file name (name-version-python-abi-platform"
+                        ".whl, no separators or '..')" % (label, filename[:120]))
+    size = entry.get("size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int)
+                             or not 0 < size <= MAX_WHEEL_BYTES):
+        raise UserError("%s: size %r is not a number of bytes up to %d" % (
+            label, str(size)[:40], MAX_WHEEL_BYTES))
+    if url is not None and size is None:
+        raise UserError("%s: a downloaded wheel needs its size (the download is held to it)"
+                        % label)
+    if not isinstance(package.get("name"), str) or not isinstance(package.get("version"), str):
+        raise UserError("%s: a package without a name or version" % where)
+    return Wheel(package["name"], package["version"], filename, sha256, size, url)
+
+
 def _wheels(data: dict[str, Any], where: str) -> tuple[Wheel, ...]:
-    wheels = []
+    wheels: list[Wheel] = []
     for package in data.get("packages", []):
+        if not isinstance(package, dict):
+            raise UserError("%s: a [[packages]] entry is not a table" % where)
         entries = package.get("wheels") or []
         if not entries:
             raise UserError("%s: %s %s has no wheel (only wheels are installed)"
                             % (where, package.get("name"), package.get("version")))
-        for entry in entries:
-            sha256 = (entry.get("hashes") or {}).get("sha256")
-            url = entry.get("url")
-            filename = unquote(entry.get("name") or (url or "").rsplit("/", 1)[-1])
-            if not sha256 or not filename.endswith(".whl"):
-                raise UserError("%s: %s %s: a wheel without a sha256 or a file name"
-                                % (where, package.get("name"), package.get("version")))
-            wheels.append(Wheel(package["name"], package["version"], filename, sha256,
-                                entry.get("size"), url))
+        wheels.extend(_wheel(entry, package, where) for entry in entries)
     return tuple(wheels)
 
 

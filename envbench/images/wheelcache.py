@@ -23,7 +23,14 @@ BLOCK = 1 << 20
 
 
 def path_for(wheel: Wheel, root: Path | None = None) -> Path:
-    return (root or cache.root()) / "wheels" / wheel.sha256 / wheel.filename
+    """CACHE/wheels/<sha256>/<file name>; both parts were checked when the lock was read,
+    and the result is checked again to lie in the cache (a second line of defence)."""
+    folder = (root or cache.root()) / "wheels"
+    path = folder / wheel.sha256 / wheel.filename
+    if os.path.normpath(path).rsplit(os.sep, 2)[0] != os.path.normpath(folder):
+        raise UserError("%s: %s would lie outside the wheel cache: refused" % (
+            wheel.package, wheel.filename))
+    return path
 
 
 def sha256_of(path: Path) -> str:
@@ -82,6 +89,11 @@ def ensure(lock: Lock, wheelhouse: Path | None, out: TextIO = sys.stdout,
                 if source is None or not source.is_file():
                     raise UserError("%s: %s is locked from a wheelhouse but not in %s"
                                     % (lock.environment, wheel.filename, wheelhouse))
+                if wheelhouse is not None and \
+                        not source.resolve().is_relative_to(wheelhouse.resolve()):
+                    raise UserError("%s: %s in the wheelhouse is a link to %s, outside it: "
+                                    "refused" % (lock.environment, wheel.filename,
+                                                 source.resolve()))
             path = _arrive(wheel, source, root, out)
         paths.append(path)
     return paths

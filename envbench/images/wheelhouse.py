@@ -35,11 +35,15 @@ def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout) -> Path
                   % (torch, python, folder))
     command = [sys.executable, "-m", "pip", "download", "-q", *wanted,
                "--only-binary", ":all:", "--python-version", python, "-d", str(folder)]
-    proc = subprocess.run(command + ["--extra-index-url", PYTORCH_CPU_INDEX],
+    # PyTorch's CPU index alone, first: as an extra index beside the default one, pip would
+    # take the highest version across both, which for torch is a CUDA build.
+    proc = subprocess.run(command + ["--index-url", PYTORCH_CPU_INDEX],
                           capture_output=True, text=True)
     if proc.returncode != 0:  # PyTorch's index out of reach: the host's configuration alone
         proc = subprocess.run(command, capture_output=True, text=True)
-    if proc.returncode != 0 or not any(folder.glob("torch-%s*.whl" % torch)):
+    # torch-2.1 must not pass for torch-2.13: the version ends at '-' or at a local '+'.
+    if proc.returncode != 0 or not any(folder.glob("torch-%s-*.whl" % torch)) and \
+            not any(folder.glob("torch-%s+*.whl" % torch)):
         tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
         raise UserError("could not fetch torch %s for Python %s: %s" % (torch, python, tail))
     marker.write_text("\n".join(wanted) + "\n")

@@ -164,3 +164,90 @@ def test_a_pip_stack_gets_numpy_unless_the_matrix_says_otherwise(tmp_path, wheel
     assert {w.package for w in made.wheels} == {"torch", "filelock", "numpy"}
     without = lock.write("m", env(wheelhouse), tmp_path, tmp_path / "locks")
     assert "numpy" not in {w.package for w in without.wheels}
+
+
+# --- hostile lock files: a lock is a file anyone can change in a pull request
+
+def _hostile_lock(tmp_path: Path, wheelhouse: Path, entry: str) -> Path:
+    """A real lock with its filelock wheel entry replaced by ``entry`` (TOML inline table)."""
+    made = lock.write("e", env(wheelhouse), tmp_path, tmp_path / "locks")
+    lines = made.path.read_text().splitlines()
+    start = lines.index('name = "filelock"')
+    wheel = next(i for i in range(start, len(lines)) if lines[i].startswith("wheels = ["))
+    lines[wheel] = "wheels = [%s]" % entry  # uv writes the list on one line
+    made.path.write_text("\n".join(lines) + "\n")
+    return made.path
+
+
+GOOD_HASH = "a" * 64
+
+
+@pytest.mark.parametrize("entry, refusal", [
+    ('{ name = "../../../../tmp/envbench-x/pwn.whl", hashes = { sha256 = "%s" } }' % GOOD_HASH,
+     "is not a wheel file name"),
+    ('{ name = "/tmp/envbench-x/pwn.whl", hashes = { sha256 = "%s" } }' % GOOD_HASH,
+     "is not a wheel file name"),
+    ('{ url = "https://files.example/..%%2F..%%2Ftmp%%2Fpwn-1-py3-none-any.whl", size = 10, '
+     'hashes = { sha256 = "%s" } }' % GOOD_HASH, "is not a wheel file name"),
+    ('{ name = "filelock-4.3.1-py3-none-any.whl", hashes = { sha256 = "../.." } }',
+     "hashes.sha256 '../..' is not 64 lower-case hex digits"),
+    ('{ name = "filelock-4.3.1-py3-none-any.whl", hashes = { sha256 = "%s" } }'
+     % GOOD_HASH.upper(), "is not 64 lower-case hex digits"),
+    ('{ url = "file:///dev/zero", size = 10, hashes = { sha256 = "%s" } }' % GOOD_HASH,
+     "only https:// downloads are accepted"),
+    ('{ url = "http://files.example/filelock-4.3.1-py3-none-any.whl", size = 10, '
+     'hashes = { sha256 = "%s" } }' % GOOD_HASH, "only https:// downloads are accepted"),
+    ('{ url = "ftp://files.example/filelock-4.3.1-py3-none-any.whl", size = 10, '
+     'hashes = { sha256 = "%s" } }' % GOOD_HASH, "only https:// downloads are accepted"),
+    ('{ url = "data:application/zip;base64,UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA==", size = 10, '
+     'hashes = { sha256 = "%s" } }' % GOOD_HASH, "only https:// downloads are accepted"),
+    ('{ url = "https://files.example/filelock-4.3.1-py3-none-any.whl", '
+     'hashes = { sha256 = "%s" } }' % GOOD_HASH, "a downloaded wheel needs its size"),
+    ('{ url = "https://files.example/filelock-4.3.1-py3-none-any.whl", size = 1000000000000, '
+     'hashes = { sha256 = "%s" } }' % GOOD_HASH, "is not a number of bytes up to"),
+])
+def test_a_hostile_lock_entry_is_refused_naming_the_file_and_package(tmp_path, wheelhouse,
+                                                                     entry, refusal):
+    path = _hostile_lock(tmp_path, wheelhouse, entry)
+    with pytest.raises(UserError) as refused:
+        lock.read(path)
+    message = str(refused.value)
+    assert message.startswith("%s: filelock 4.3.1: " % path) and refusal in message, message
+    assert not Path("/tmp/envbench-x").exists()
+
+
+def test_a_wheelhouse_file_that_links_outside_it_is_refused(tmp_path, wheelhouse):
+    made = lock.write("e", env(wheelhouse), tmp_path, tmp_path / "locks")
+    victim = next(w for w in made.wheels if w.package == "filelock")
+    outside = tmp_path / "elsewhere" / victim.filename
+    outside.parent.mkdir()
+    (wheelhouse / victim.filename).rename(outside)
+    (wheelhouse / victim.filename).symlink_to(outside)  # same bytes, same hash: only the
+    with pytest.raises(UserError, match="is a link to .*elsewhere.*outside it: refused"):
+        wheelcache.ensure(made, wheelhouse, io.StringIO(), tmp_path / "cache")  # place tells
+    assert not list((tmp_path / "cache" / "wheels").rglob("filelock*"))
+
+
+def test_lock_check_catches_a_hash_edited_by_hand_that_the_inputs_hash_cannot(tmp_path,
+                                                                             wheelhouse):
+    from envbench.commands import lock as lockcommand
+    from envbench.options import Options
+
+    opts = Options(matrix_path=tmp_path / "matrix.yaml", locks=tmp_path / "locks", check=True)
+    made = lock.write("e", env(wheelhouse), tmp_path, tmp_path / "locks")
+    out = io.StringIO()
+    assert lockcommand._check("e", env(wheelhouse), opts, out)
+    assert out.getvalue() == "e: %s matches a fresh resolution (2 wheels)\n" % made.path
+    victim = next(w for w in made.wheels if w.package == "filelock")
+    forged = "b" * 64
+    made.path.write_text(made.path.read_text().replace(victim.sha256, forged))
+    # The inputs did not change, so the lock still reads as current: only --check tells.
+    assert lock.status("e", env(wheelhouse), tmp_path, tmp_path / "locks").state \
+        is lock.LockState.CURRENT
+    out = io.StringIO()
+    assert not lockcommand._check("e", env(wheelhouse), opts, out)
+    assert "e: %s differs from a fresh resolution (1 difference(s)):" % made.path \
+        in out.getvalue()
+    assert "%s: sha256 is %s in the lock, %s when resolved again" % (
+        victim.filename, forged, victim.sha256) in out.getvalue()
+    assert made.path.read_text().count(forged) == 1  # --check wrote nothing
