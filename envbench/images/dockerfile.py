@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import SandboxedEnvironment
 
 from bench import fingerprint
 from envbench.errors import UserError
@@ -86,6 +88,10 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
     where = "environments.%s" % name
     if env.dockerfile:
         template_path = (matrix_dir / env.dockerfile).resolve()
+        # A matrix names templates beside it, not any file this user can read.
+        if not template_path.is_relative_to(matrix_dir.resolve()):
+            raise UserError("%s.dockerfile: %s lies outside the matrix's folder %s: refused"
+                            % (where, env.dockerfile, matrix_dir.resolve()))
         if not template_path.is_file():
             raise UserError("%s.dockerfile: %s does not exist" % (where, template_path))
     else:
@@ -101,14 +107,20 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
     if compiler:
         apt += [package for package in COMPILER if package not in apt]
     loader = jinja2.FileSystemLoader([str(template_path.parent), str(TEMPLATES_DIR)])
-    jinja = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
-                               keep_trailing_newline=True, autoescape=False)  # noqa: S701 - not HTML
+    # Sandboxed: a template is text from the matrix's folder, and `nox -s check` renders it
+    # ("nothing is built or run"); an unsandboxed one runs any Python it names, such as
+    # {{ cycler.__init__.__globals__.os.getcwd() }}.
+    jinja = SandboxedEnvironment(loader=loader, undefined=jinja2.StrictUndefined,
+                                 keep_trailing_newline=True, autoescape=False)  # noqa: S701 - not HTML
     # Every value a RUN line takes goes through `sh` (shell quoting) on top of the checks.
     jinja.filters["sh"] = shlex.quote
     try:
         text = jinja.get_template(template_path.name).render(
             name=name, template=template_path.name, base=base, source=env.source, apt=apt,
             python=env.python, torch=env.torch, cuda=env.cuda)
+    except SecurityError as exc:
+        raise UserError("%s.dockerfile: %s reaches outside the template's sandbox (%s): "
+                        "refused" % (where, template_path, exc))
     except jinja2.TemplateError as exc:
         raise UserError("%s.dockerfile: %s cannot be rendered (%s)"
                         % (where, template_path, exc))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import tarfile
 from pathlib import Path
@@ -100,3 +101,29 @@ def test_custom_templates_and_checked_sources(tmp_path, monkeypatch):
     with pytest.raises(UserError, match=r"environments.x.index_url: \$\{ENVBENCH_TEST_INDEX\}"):
         dockerfile.plan("x", Environment(torch="2.13.0", index_url="${ENVBENCH_TEST_INDEX}/cpu"),
                     tmp_path)
+
+
+@pytest.mark.parametrize("template", [
+    "{{ cycler.__init__.__globals__.os.getcwd() }}",
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ lipsum.__globals__['os'].system('touch PWNED') }}",
+])
+def test_a_template_that_reaches_for_python_is_refused_and_runs_nothing(tmp_path, monkeypatch,
+                                                                         template):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evil.j2").write_text("FROM scratch\n" + template + "\n")
+    with pytest.raises(UserError) as refused:
+        dockerfile.plan("x", Environment(torch="2.13.0", dockerfile="evil.j2"), tmp_path)
+    assert str(refused.value).startswith("environments.x.dockerfile: %s reaches outside the "
+                                         "template's sandbox" % (tmp_path / "evil.j2"))
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("where", ["../outside.j2", "/etc/hostname", "sub/../../outside.j2"])
+def test_a_dockerfile_outside_the_matrix_folder_is_refused(tmp_path, where):
+    matrix_dir = tmp_path / "project"
+    (matrix_dir / "sub").mkdir(parents=True)
+    (tmp_path / "outside.j2").write_text("{% extends 'cpu.Dockerfile.j2' %}\n")
+    with pytest.raises(UserError, match="environments.x.dockerfile: %s lies outside the "
+                                        "matrix's folder" % re.escape(where)):
+        dockerfile.plan("x", Environment(torch="2.13.0", dockerfile=where), matrix_dir)
