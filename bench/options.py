@@ -15,6 +15,17 @@ PARALLEL = ("none", "dp", "ddp")
 ON_OFF = ("on", "off")
 
 
+# The matrix's bound (benchmark.epochs), and the schema's: a result of more epochs is not one.
+MAX_EPOCHS = 1000
+
+
+def _epochs(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_EPOCHS:
+        raise argparse.ArgumentTypeError("must be <= %d, got %s" % (MAX_EPOCHS, text))
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -36,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="DIR", help="folder holding cifar-10-batches-py/")
     source.add_argument("--synthetic", action="store_true", help="seeded in-memory data")
-    p.add_argument("--epochs", type=_positive, required=True)
+    p.add_argument("--epochs", type=_epochs, required=True)
     p.add_argument("--batch-size", type=_positive, required=True)
     p.add_argument("--pipeline", choices=("classic", "resident"), required=True)
     p.add_argument("--workers", type=_non_negative, default=2, help="DataLoader workers (classic)")

@@ -9,6 +9,7 @@ from typing import Any
 
 import docker
 import requests
+from docker.types import LogConfig
 
 from bench.result import write_text_atomic
 from envbench.cells.resources import Resources, container_limits
@@ -21,6 +22,8 @@ from envbench.results import store
 from envbench.users import own
 
 LOG_TAIL_LINES = 40
+RESULTS_LABEL = "envbench.results"
+LOG_MAX_SIZE = "16m"
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,14 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
         volumes[str(mounts.data_dir.resolve())] = {"bind": "/data", "mode": "ro"}
     options: dict[str, Any] = dict(locked_down(image), command=args, volumes=volumes,
                                    labels={"envbench.cell": cell_name,
-                                           "envbench.host": connection.client_host()},
-                                   detach=True)
+                                           "envbench.host": connection.client_host(),
+                                           # whose run lock covers it (cells.runlock)
+                                           RESULTS_LABEL: str(mounts.results_dir.resolve())},
+                                   detach=True,
+                                   # A cell that prints without end fills no disk, and its
+                                   # log is read whole into memory only up to this size.
+                                   log_config=LogConfig(type="json-file", config={
+                                       "max-size": LOG_MAX_SIZE, "max-file": "1"}))
     options.update(container_limits(resources))
     if resources.device == "cuda":
         options["device_requests"] = gpu.device_requests(gpu.requested_count(resources.gpus))

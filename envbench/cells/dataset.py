@@ -1,6 +1,7 @@
 """CIFAR-10 on the host: downloaded once into a cache, md5-checked, unpacked for the containers."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -60,6 +61,17 @@ def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
         print("CIFAR-10 is in %s" % root, file=out)
         return root
     root.mkdir(parents=True, exist_ok=True)
+    # One download at a time into a folder: a second run waits, then finds it ready.
+    with open(root / ".fetch.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_ready(root):
+            print("CIFAR-10 is in %s" % root, file=out)
+            return root
+        return _fetch_holding_the_lock(root, url, md5, out, timeout)
+
+
+def _fetch_holding_the_lock(root: Path, url: str, md5: str, out: TextIO,
+                            timeout: float) -> Path:
     archive = root / "cifar-10-python.tar.gz"
     if not archive.exists() or md5sum(archive) != md5:
         print("downloading %s" % url, file=out, flush=True)

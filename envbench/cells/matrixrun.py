@@ -19,6 +19,7 @@ from envbench.cells import (
     gpufit,
     records,
     resources,
+    runlock,
     schedule,
     summary,
 )
@@ -182,12 +183,18 @@ def run(opts: Options, out: TextIO) -> int:
     # The engine and the GPU checks come before any download: on a machine where nothing
     # can run, the first message is why, not 170 MB of CIFAR-10 later.
     client = connection.connect()
+    with runlock.holding(opts.reports_dir, out):  # one run at a time on this folder
+        return _run_holding_the_lock(opts, out, started, m, cells, client)
+
+
+def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.Matrix,
+                          cells: list[cellmod.Cell], client: docker.DockerClient) -> int:
     host = Host.of_engine(client)
     blocked = gpu_blocks(client, m, cells, out)
     data_dir = data_dir_for(opts, m)
     mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir)
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
-    remove_leftovers(client, out)
+    remove_leftovers(client, opts.results_dir, out)
     print_resources(m, cells, host, out)
     # An environment whose every cell this host cannot run is not built at all.
     names = list(dict.fromkeys(c.environment for c in cells if not (
@@ -295,16 +302,24 @@ def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmo
     return blocked
 
 
-def remove_leftovers(client: docker.DockerClient, out: TextIO) -> None:
-    """Containers of cells that a stopped engine or a killed run could not remove.
+def remove_leftovers(client: docker.DockerClient, results_dir: Path, out: TextIO) -> None:
+    """Containers left by an earlier run on this reports folder: a stopped engine or a killed
+    run could not remove them, and a killed run's cells may even still be running.
 
-    Only those this machine started: an engine can be shared (the local cloud launcher's
-    "VMs" share the host's), and another machine's cell may be just created or just ended.
+    Called while this run holds the folder's run lock (cells.runlock), so a container
+    labelled with this folder belongs to a run that is gone: stopped and removed, whatever
+    its state. Another folder's containers are another run's, left alone; so are other
+    machines' (an engine can be shared, as the local cloud launcher's "VMs" share this one).
+    Containers of kits older than the label: only those that ended or never started.
     """
-    mine = ["envbench.cell", "envbench.host=%s" % connection.client_host()]
+    ours = str(results_dir.resolve())
     try:
-        stale = client.containers.list(all=True, filters={"label": mine, "status": "exited"})
-        stale += client.containers.list(all=True, filters={"label": mine, "status": "created"})
+        found = client.containers.list(all=True, filters={"label": [
+            "envbench.cell", "envbench.host=%s" % connection.client_host()]})
+        stale = [c for c in found if (c.labels or {}).get(containerrun.RESULTS_LABEL) == ours
+                 or (containerrun.RESULTS_LABEL not in (c.labels or {})
+                     and c.status in ("exited", "created"))]
+        running = sum(c.status == "running" for c in stale)
         for container in stale:
             container.remove(force=True)
     except connection.ENGINE_ERRORS as exc:
@@ -312,7 +327,9 @@ def remove_leftovers(client: docker.DockerClient, out: TextIO) -> None:
               file=out)
         return
     if stale:
-        print("removed %d container(s) left by an earlier run" % len(stale), file=out)
+        print("removed %d container(s) left by an earlier run%s" % (
+            len(stale), " (%d still running: its run had died)" % running if running else ""),
+            file=out)
 
 
 def print_resources(m: models.Matrix, cells: list[cellmod.Cell], host: Host,

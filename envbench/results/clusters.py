@@ -100,7 +100,8 @@ def read(reports: Path) -> list[ClusterRun]:
     """The last fan-out's clusters; entries that are not well-formed are left out, and a
     missing or unreadable file is no clusters (a report without a cloud table)."""
     try:
-        document = contract.parse(path_of(reports).read_text(encoding="utf-8"))
+        # Not through a link, not a FIFO, not more than the cap: see contract.read_capped.
+        document = contract.parse(contract.read_capped(path_of(reports)).decode("utf-8"))
     except (OSError, UnicodeDecodeError, contract.InvalidResult):
         return []
     runs = document.get("runs") if isinstance(document, dict) else None

@@ -7,8 +7,11 @@ it by name and go on. Nothing in a file's content may end in a traceback.
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any, cast
 
@@ -119,16 +122,33 @@ def check(record: Any) -> dict[str, Any]:
     return cast("dict[str, Any]", record)
 
 
+def read_capped(path: Path, cap: int = MAX_BYTES) -> bytes:
+    """A regular file's bytes, at most ``cap``: opened without following a link and without
+    blocking (a FIFO would hang the report), checked to be a regular file on the open
+    descriptor (a link to /dev/zero passes a stat() of the path's size), then read up to the
+    cap and no further."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidResult("not a result: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(cap + 1)
+    finally:
+        os.close(fd)
+    if len(data) > cap:
+        raise InvalidResult("not a result: more than %d bytes (results are a few kB)" % cap)
+    return data
+
+
 def load(path: Path) -> dict[str, Any]:
     """Read and check one result file; raises InvalidResult (never anything else for content)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise InvalidResult("not a result: %d bytes (results are a few kB)" % size)
-        text = path.read_bytes().decode("utf-8")
+        text = read_capped(path).decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidResult("not valid JSON (not UTF-8 text)")
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidResult("not a result: a symbolic link (results are plain files)")
         raise InvalidResult("cannot be read (%s)" % (exc.strerror or exc))
     return check(parse(text))
 

@@ -225,6 +225,14 @@ def test_a_running_cell_is_locked_down_and_limited(client, first_run, tmp_path):
     limit = models.size_bytes(p.resources.memory)
     assert p.resources.memory_from == "host" and str(limit) in lines, out
     assert "Read-only file system" in out and "tmp-ok" in out
+    # The engine keeps at most 16 MB of its output: a cell printing without end fills no
+    # disk, and the kit reads its log whole only up to that.
+    created = client.containers.create(image.id, **dict(options, detach=True))
+    try:
+        assert created.attrs["HostConfig"]["LogConfig"] == {
+            "Type": "json-file", "Config": {"max-size": "16m", "max-file": "1"}}
+    finally:
+        created.remove(force=True)
 
 
 def test_the_gpu_probe_is_locked_down_like_a_cell(client, first_run):

@@ -294,3 +294,49 @@ def test_the_report_renders_a_schema_1_file(tmp_path):
     written = pages.render_files([SCHEMA_1_FILE], tmp_path)
     page = written["html"].read_text()
     assert "torch2.13-cpu" in page and "AMD EPYC · 2 threads" in page
+
+
+def test_the_reader_refuses_links_fifos_and_oversized_files_without_hanging(tmp_path):
+    """A results folder is written by containers and VMs: what lies there is not trusted."""
+    import os
+
+    from envbench.results import store
+
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "zero.json").symlink_to("/dev/zero")          # stat() says 0 bytes
+    (folder / "key.json").symlink_to(tmp_path / "secret")   # would copy a file into reports
+    (tmp_path / "secret").write_text('{"schema": 2}')
+    os.mkfifo(folder / "fifo.json")                          # open() would wait forever
+    (folder / "big.json").write_bytes(b" " * (contract.MAX_BYTES + 1))
+    loaded, skipped = store.load_all([folder])
+    assert loaded == []
+    reasons = {Path(path).name: why for path, why in skipped}
+    assert reasons == {
+        "zero.json": "not a result: a symbolic link (results are plain files)",
+        "key.json": "not a result: a symbolic link (results are plain files)",
+        "fifo.json": "not a result: not a regular file",
+        "big.json": "not a result: more than %d bytes (results are a few kB)"
+                    % contract.MAX_BYTES}
+
+
+def test_the_matrix_bench_and_the_schema_agree_on_the_most_epochs(tmp_path):
+    """A record of more epochs than any matrix allows is refused by the contract (a bootstrap
+    over 100,000 epochs takes minutes), and bench refuses to run that many."""
+    import random
+
+    from bench import options as bench_options
+    from envbench.matrix.models import Benchmark
+
+    bound = next(m.le for m in Benchmark.model_fields["epochs"].metadata if hasattr(m, "le"))
+    schema = json.loads((Path(contract.__file__).resolve().parents[2] / "bench" /
+                         "result.schema.json").read_text())
+    assert bound == bench_options.MAX_EPOCHS == schema["properties"]["epochs"]["maxItems"]
+    record = make_record("e", "cpu", 256, 0, random.Random(5))
+    record["epochs"] = record["epochs"][:1] * (bound + 1)
+    with pytest.raises(contract.InvalidResult, match="epochs"):
+        contract.check(record)
+    with pytest.raises(SystemExit), redirect_stderr(io.StringIO()) as err:
+        bench_options.parse_config(["--device", "cpu", "--synthetic", "--epochs", str(bound + 1),
+                             "--batch-size", "8", "--pipeline", "classic", "--out", "x.json"])
+    assert "must be <= %d" % bound in err.getvalue()

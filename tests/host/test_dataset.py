@@ -39,7 +39,9 @@ def test_a_wrong_md5_is_refused_and_nothing_is_kept(tmp_path, archive):
     cache = tmp_path / "cache"
     with pytest.raises(UserError, match="md5 .* expected 0123"):
         dataset.fetch(cache, url=archive.as_uri(), md5="0123", out=io.StringIO())
-    assert not dataset.is_ready(cache) and list(cache.iterdir()) == []
+    # Nothing but the (empty) lock that keeps two downloads from racing.
+    assert not dataset.is_ready(cache) and [p.name for p in cache.iterdir()] == [".fetch.lock"]
+    assert (cache / ".fetch.lock").stat().st_size == 0
 
 
 def test_an_unreachable_source_is_a_clear_error(tmp_path):
@@ -58,3 +60,19 @@ def test_the_data_digest_names_the_data_set(tmp_path):
     raw[-20] ^= 1  # one bit of one image
     test_batch.write_bytes(bytes(raw))
     assert dataset.digest(one) != dataset.digest(same)
+
+
+def test_two_fetches_at_once_download_once_and_both_get_the_data(tmp_path, archive):
+    """Two runs starting together (two processes: flock is per open file) on one cache."""
+    import subprocess
+    import sys
+    script = ("import sys; from pathlib import Path; from envbench.cells import dataset; "
+              "dataset.fetch(Path(sys.argv[1]), url=sys.argv[2], md5=sys.argv[3])")
+    args = [str(tmp_path / "cache"), archive.as_uri(), dataset.md5sum(archive)]
+    runs = [subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=120)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert sum(out.count("downloading ") for out in outputs) == 1, outputs
+    assert all("CIFAR-10 is in %s" % (tmp_path / "cache") in out for out in outputs)
+    assert dataset.is_ready(tmp_path / "cache")
