@@ -7,6 +7,8 @@ import threading
 import time
 from typing import Any, TextIO
 
+from envbench import terminal
+
 
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
@@ -71,6 +73,7 @@ class MatrixProgress:
             self._bar.stop()
 
     def _print(self, text: str) -> None:
+        text = terminal.safe(text)  # a cell's own output and error messages included
         with self._lock:
             if self._bar is not None:
                 self._bar.print(text)

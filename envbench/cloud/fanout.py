@@ -13,14 +13,16 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from bench import result
+from envbench import terminal
 from envbench.cells import dataset, records
 from envbench.cells import expansion as cellmod
 from envbench.cloud import fetch, local, sky
@@ -32,7 +34,7 @@ from envbench.engine.host import Host
 from envbench.matrix import models
 from envbench.matrix.models import Matrix
 from envbench.options import Options
-from envbench.results import clusters, contract, store
+from envbench.results import clusters, contract, identity, store
 from envbench.results.clusters import ClusterRun, ClusterState
 from envbench.results.identity import SYNTHETIC, DataIdentity
 
@@ -57,8 +59,9 @@ class FanOut:
 
     # --- output
     def say(self, target: str, line: str) -> None:
+        """One line for the user; what the VM printed may carry terminal escapes."""
         with self._lock:
-            print("[%s] %s" % (target, line), file=self.out, flush=True)
+            print("[%s] %s" % (target, terminal.safe(line)), file=self.out, flush=True)
 
     # --- one target
     def _target(self, plan: TargetPlan) -> None:
@@ -107,7 +110,7 @@ class FanOut:
         problem = rsync(remote, "reports/results/", staging / "results")
         if problem is None:
             outcome.fetched_by = "rsync over ssh (%s)" % remote.alias
-            rsync(remote, "reports/logs/", staging / "logs")  # logs help; results matter
+            rsync(remote, "reports/logs/", staging / "logs", "*.log")  # they help; results matter
         else:
             self.say(plan.name, "rsync failed (%s): restoring results from the job's log"
                      % problem)
@@ -115,7 +118,10 @@ class FanOut:
             for name, why in refused:
                 self.say(plan.name, "left out %s from the log: %s" % (name, why))
             outcome.fetched_by = "the job's log"
-        kept = self._keep(plan, staging)
+        try:
+            kept = self._keep(plan, staging)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         outcome.results = [p.name for p in kept]
         if not kept:
             bench = bench_exit(log)
@@ -155,13 +161,24 @@ class FanOut:
                 cell["price_source"] = plan.price_source
             elif cell["price_per_hour"] is not None:
                 cell.setdefault("price_source", "matrix")
-            store.write(dest / path.name, record)
-            kept.append(dest / path.name)
+            # Named by its own identity, never by the VM's file name: a VM cannot choose
+            # which of reports/results it overwrites.
+            home = store.path_for(dest, identity.of_record(record), cell.get("variant") or {})
+            store.write(home, record)
+            kept.append(home)
         logs = staging / "logs"
         if logs.is_dir():
             (self.reports / "logs").mkdir(parents=True, exist_ok=True)
-            for path in logs.glob("*.log"):
-                shutil.copyfile(path, self.reports / "logs" / path.name)
+            for path in sorted(logs.glob("*.log")):
+                if not LOG_NAME.match(path.name):
+                    continue
+                try:  # not through a link, not a FIFO, capped (contract.read_capped)
+                    data = contract.read_capped(path, LOG_CAP)
+                except (OSError, contract.InvalidResult) as exc:
+                    self.say(plan.name, "left out log %s: %s" % (path.name, exc))
+                    continue
+                result.write_text_atomic(str(self.reports / "logs" / ("%s--%s" % (
+                    plan.name, path.name))), data.decode("utf-8", "replace"))
         return kept
 
     def _failed(self, plan: TargetPlan, outcome: ClusterRun, kind: str, message: str) -> None:
@@ -190,6 +207,7 @@ class FanOut:
         threads = [threading.Thread(target=self._target, args=(p,), daemon=True,
                                     name="cloud-%s" % p.name) for p in self.plans]
         interrupted = False
+        previous = _stop_signals_interrupt()
         try:
             for t in threads:
                 t.start()
@@ -199,10 +217,24 @@ class FanOut:
         except KeyboardInterrupt:
             interrupted = True
             self.stopping.set()
-            print("\ninterrupted: tearing down every cluster of this run", file=self.out,
-                  flush=True)
+            print("\ninterrupted: tearing down every cluster of this run (a second Ctrl-C "
+                  "does not stop this)", file=self.out, flush=True)
         finally:
-            stopped = self.teardown()
+            # Money is at stake: nothing interrupts the teardown once it has begun.
+            _ignore_stop_signals()
+            try:
+                in_flight = [o.cluster for o in self.outcomes.values()
+                             if o.state is ClusterState.LAUNCHING]
+                stopped = self.teardown()
+                if interrupted:
+                    # A launch still in its thread may bring a VM up after its `down`: wait
+                    # for those threads, then take their clusters down once more.
+                    for t in threads:
+                        t.join(LATE_LAUNCH_S)
+                    for cluster in in_flight:
+                        self.teardown_one(cluster)
+            finally:
+                _restore_signals(previous)
         if interrupted:
             for o in self.outcomes.values():
                 if not o.state.ended:
@@ -220,17 +252,17 @@ class FanOut:
                         for o in self.outcomes.values()) else 1
 
     def teardown(self) -> list[str]:
-        stopped = []
-        for cluster in list(self.asked):
-            try:
-                self.launcher.down(cluster)
-                stopped.append(cluster)
-                print("torn down: %s" % cluster, file=self.out, flush=True)
-            except Exception as exc:  # say so, go on with the others: money is at stake
-                print("could not tear down %s: %s; check it with `sky status` and remove it "
-                      "with `sky down %s`" % (cluster, exc, cluster), file=self.out,
-                      flush=True)
-        return stopped
+        return [cluster for cluster in list(self.asked) if self.teardown_one(cluster)]
+
+    def teardown_one(self, cluster: str) -> bool:
+        try:
+            self.launcher.down(cluster)
+        except Exception as exc:  # say so, go on with the others: money is at stake
+            print("could not tear down %s: %s; check it with `sky status` and remove it "
+                  "with `sky down %s`" % (cluster, exc, cluster), file=self.out, flush=True)
+            return False
+        print("torn down: %s" % cluster, file=self.out, flush=True)
+        return True
 
     def record_costs(self) -> None:
         try:
@@ -248,6 +280,36 @@ class FanOut:
 
     def write_runs(self) -> Path:
         return clusters.write(self.reports, self.launcher.name, list(self.outcomes.values()))
+
+
+LATE_LAUNCH_S = 120  # how long an interrupted run waits for launches still in flight
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM and SIGHUP take Ctrl-C's path: every cluster down
+
+
+def _stop_signals_interrupt() -> dict[int, Any]:
+    """SIGTERM (a supervisor, `timeout`) and SIGHUP (a closed terminal) as Ctrl-C; only the
+    main thread may set handlers, and only it runs the fan-out from the command line."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous: dict[int, Any] = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, _interrupt)
+    return previous
+
+
+def _ignore_stop_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+
+
+def _restore_signals(previous: dict[int, Any]) -> None:
+    for s, handler in previous.items():
+        signal.signal(s, handler)
 
 
 BENCH_EXIT = re.compile(r"envbench: bench exited with code (\d+)")
@@ -270,10 +332,22 @@ def last_error(log: str) -> str | None:
     return None
 
 
-def rsync(remote: Remote, path: str, dest: Path) -> str | None:
-    """Copy ``path`` (relative to the workdir) from the cluster; None, or why it failed."""
+# What a VM may send home: regular files of one kind, each at most this large. Links,
+# devices, FIFOs and sockets are skipped; owners, groups and modes are not taken (the VM
+# could hand root a setuid file); folders below are not descended into.
+MAX_FILE = "32m"
+LOG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.log\Z")
+LOG_CAP = 32 * 2**20
+
+
+def rsync(remote: Remote, path: str, dest: Path, pattern: str = "*.json") -> str | None:
+    """Copy the regular ``pattern`` files of folder ``path`` (relative to the workdir) from
+    the cluster, and nothing else; None, or why it failed."""
     dest.mkdir(parents=True, exist_ok=True)
-    command = ["rsync", "-a", "--timeout=60", "-e", " ".join(map(shlex.quote, remote.ssh)),
+    command = ["rsync", "--recursive", "--times", "--no-links", "--no-devices",
+               "--no-specials", "--no-perms", "--no-owner", "--no-group", "--chmod=F644,D755",
+               "--max-size=%s" % MAX_FILE, "--include=%s" % pattern, "--exclude=*",
+               "--timeout=60", "-e", " ".join(map(shlex.quote, remote.ssh)),
                "%s:%s/%s" % (remote.alias, remote.workdir, path), str(dest) + "/"]
     try:
         # Its own session: a Ctrl-C is the kit's to handle (it tears the clusters down).

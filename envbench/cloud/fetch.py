@@ -17,7 +17,7 @@ from envbench.cloud.tasks import RESULT_MARKER
 from envbench.results import contract
 
 LINE = re.compile(re.escape(RESULT_MARKER) + r" (\S+) ([A-Za-z0-9+/=]*)\s*$")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.json$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.json\Z")
 
 
 def restore(log: str, dest: Path) -> tuple[list[Path], list[tuple[str, str]]]:

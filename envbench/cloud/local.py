@@ -38,6 +38,7 @@ from envbench.images import baseimage, wheelhouse
 POOL = "local"
 LABEL = "envbench.cluster"
 SSH_WAIT_S = 60
+ENV_FILE = "~/.envbench-task-env"  # the task's envs and secrets, mode 600 (see _send_env)
 # root's home becomes $1 (usermod refuses while root runs a process, as this shell does).
 SET_HOME_AND_SERVE = ('sed -i "s#^root:\\([^:]*\\):0:0:\\([^:]*\\):[^:]*:#root:\\1:0:0:\\2:$1:#" '
                       '/etc/passwd && exec /usr/sbin/sshd -D -e')
@@ -125,6 +126,8 @@ class LocalLauncher:
         self._sync(remote, task, out)
         envs = dict(self.machine_env(), **{k: str(v) for k, v in
                                             (task.get("envs") or {}).items()})
+        envs.update({k: str(v) for k, v in (task.get("secrets") or {}).items()})
+        self._send_env(remote, envs)
         if task.get("setup"):
             out("running setup")
             code = self._ssh(remote, envs, task["setup"], out)
@@ -232,9 +235,20 @@ class LocalLauncher:
         out("synced the workdir%s" % (" and %d file mounts" % len(task["file_mounts"])
                                       if task.get("file_mounts") else ""))
 
+    def _send_env(self, remote: Remote, envs: dict[str, str]) -> None:
+        """The task's environment, secrets included, into a file only the VM's user reads,
+        sent over ssh's stdin: never on a command line, where `ps` on either side shows it."""
+        exports = "".join("export %s=%s\n" % (k, shlex.quote(v)) for k, v in envs.items())
+        proc = subprocess.run([*remote.ssh, remote.alias,
+                               "umask 077 && cat > %s" % ENV_FILE], input=exports, text=True,
+                              capture_output=True, timeout=60, start_new_session=True)
+        if proc.returncode != 0:
+            raise ProvisionFailed("could not hand the task's environment to %s: %s"
+                                  % (remote.alias, " ".join(proc.stderr.split())[-300:]))
+
     def _command(self, envs: dict[str, str], script: str) -> str:
-        exports = "".join("export %s=%s; " % (k, shlex.quote(v)) for k, v in envs.items())
-        return "%scd ~/sky_workdir && bash -c %s" % (exports, shlex.quote(script))
+        del envs  # in ENV_FILE (see _send_env)
+        return ". %s && cd ~/sky_workdir && bash -c %s" % (ENV_FILE, shlex.quote(script))
 
     def _popen(self, remote: Remote, envs: dict[str, str],
                script: str) -> subprocess.Popen[str]:

@@ -91,6 +91,13 @@ def plan(matrix: Matrix, opts: Options, workdir: Path) -> list[TargetPlan]:
     if not cloud_targets:
         raise UserError("the matrix has no cloud targets (give a target a cloud: block with "
                         "accelerators, e.g. cloud: {accelerators: \"H100:1\", infra: aws})")
+    by_cluster: dict[str, str] = {}
+    for name in cloud_targets:  # gpu.a, gpu-a and GPU_A would share (and kill) one cluster
+        other = by_cluster.setdefault(tasks.cluster_name(name), name)
+        if other != name:
+            raise UserError("targets %s and %s would both be cluster %s: rename one (cluster "
+                            "names keep lower-case letters, digits and '-', 60 characters)"
+                            % (other, name, tasks.cluster_name(name)))
     earlier = earlier_epochs(opts.reports_dir)
     plans = []
     for name in cloud_targets:
@@ -112,7 +119,8 @@ def plan(matrix: Matrix, opts: Options, workdir: Path) -> list[TargetPlan]:
                 continue
             first, steady = known
             run_s += first + steady * (cell.settings["epochs"] - 1) + CELL_OVERHEAD_S
-        config = tasks.task_config(name, target, workdir, opts.matrix_path, data, synthetic)
+        config = tasks.task_config(name, target, workdir, opts.matrix_path, data, synthetic,
+                                   tasks.matrix_variables(matrix))
         skyapi.validated_task(config)  # SkyPilot's own schema check, before anything is written
         p = TargetPlan(name, cloud.accelerators or "CPU VM",
                        cloud.infra or "cheapest in the catalog",
@@ -124,7 +132,7 @@ def plan(matrix: Matrix, opts: Options, workdir: Path) -> list[TargetPlan]:
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             p.yaml_path = out / ("%s.yaml" % config["name"])
-            p.yaml_path.write_text(yaml.safe_dump(config, sort_keys=False))
+            p.yaml_path.write_text(yaml.safe_dump(tasks.redacted(config), sort_keys=False))
             skyapi.validated_task(yaml.safe_load(p.yaml_path.read_text()))  # as written
         plans.append(p)
     return plans

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envbench.matrix import grammars
-from envbench.matrix.models import Target
+from envbench.matrix.models import Matrix, Target
 
 RESULT_MARKER = "ENVBENCH-RESULT"
 REMOTE_DATA = "~/envbench-data"
@@ -74,15 +74,41 @@ SETUP = "\n".join([
 ])
 
 
-def matrix_variables(matrix: Path) -> dict[str, str]:
-    """The ${VARIABLES} the matrix names that are set here: the VM's matrix needs them too."""
-    names = grammars.VARIABLE.findall(matrix.read_text(encoding="utf-8", errors="replace"))
-    return {name: os.environ[name] for name, _ in names if name in os.environ}
+# Never shipped, whatever the matrix names: the VM has its own, and these would break it
+# (HOME, PATH) or tell it about this machine.
+NEVER_SHIPPED = frozenset({
+    "HOME", "PATH", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TMPDIR", "TERM", "LANG",
+    "LC_ALL", "PYTHONPATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "SSH_AUTH_SOCK", "DOCKER_HOST",
+})
+
+
+def matrix_variables(m: Matrix) -> dict[str, str]:
+    """The ${VARIABLES} that the matrix's environments use (base, index_url, wheelhouse,
+    dockerfile) and that are set here: the VM's matrix needs the same values. A name that
+    appears anywhere else in the file (a comment, a label) is not shipped."""
+    names: set[str] = set()
+    for env in m.environments.values():
+        for value in (env.base, env.index_url, env.wheelhouse, env.dockerfile):
+            if value:
+                names.update(name for name, _ in grammars.VARIABLE.findall(value))
+    return {name: os.environ[name] for name in sorted(names - NEVER_SHIPPED)
+            if name in os.environ}
+
+
+def redacted(config: dict[str, Any]) -> dict[str, Any]:
+    """The task as it may be written to disk or shown: its secrets' values left out."""
+    shown = dict(config)
+    if shown.get("secrets"):
+        shown["secrets"] = {name: None for name in shown["secrets"]}
+    return shown
 
 
 def task_config(name: str, target: Target, workdir: Path, matrix: Path,
-                data: Path | None = None, synthetic: bool = False) -> dict[str, Any]:
-    """The task-YAML of ``name``'s cluster (``target.cloud`` must be set)."""
+                data: Path | None = None, synthetic: bool = False,
+                variables: dict[str, str] | None = None) -> dict[str, Any]:
+    """The task-YAML of ``name``'s cluster (``target.cloud`` must be set). ``variables``
+    (matrix_variables) travel as SkyPilot secrets: never written into a task file or a log,
+    never on a command line."""
     cloud = target.cloud
     assert cloud is not None, name
     try:
@@ -104,11 +130,12 @@ def task_config(name: str, target: Target, workdir: Path, matrix: Path,
         "name": cluster_name(name),
         "workdir": str(workdir.resolve()),
         "resources": resources,
-        "envs": {**matrix_variables(matrix), "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
-                 "ENVBENCH_TARGET": name},
+        "envs": {"SKYPILOT_DISABLE_USAGE_COLLECTION": "1", "ENVBENCH_TARGET": name},
         "setup": SETUP,
         "run": run_script(name, matrix_rel, data is not None, synthetic),
     }
+    if variables:
+        config["secrets"] = dict(variables)
     mounts = {}
     if data is not None:
         mounts[REMOTE_DATA] = str(data.resolve())

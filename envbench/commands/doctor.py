@@ -23,7 +23,7 @@ from envbench.cells import dataset, gpufit
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
 from envbench.images import archs, footprint
-from envbench.matrix import models, sources
+from envbench.matrix import grammars, models, sources
 from envbench.matrix.models import Matrix
 from envbench.options import Options
 
@@ -92,7 +92,8 @@ def diagnose(m: Matrix, data_dir: Path | None = None,
                        if u}):
         problem = _reachable(url.rstrip("/") + "/torch/")
         out.append(Check(problem is None, "wheel index %s %s" % (
-            url, "answers" if problem is None else "does not answer (%s)" % problem),
+            grammars.masked(url), "answers" if problem is None else "does not answer (%s)"
+            % grammars.masked(problem)),
             "set PYTORCH_INDEX_URL to a mirror, or give the stack a wheelhouse:"))
     problem = _default_index_answers()
     out.append(Check(problem is None, "the default package index (pip's) %s" % (

@@ -20,11 +20,11 @@ _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN = r"%s(?:\.%s)*(?::[0-9]+)?" % (_DOMAIN_COMPONENT, _DOMAIN_COMPONENT)
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-REFERENCE = re.compile(r"^(?:%s/)?%s(?:/%s)*(?::%s)?(?:@%s)?$"
+REFERENCE = re.compile(r"^(?:%s/)?%s(?:/%s)*(?::%s)?(?:@%s)?\Z"
                        % (_DOMAIN, PATH_COMPONENT, PATH_COMPONENT, _TAG, _DIGEST))
-REPOSITORY_COMPONENT = re.compile(r"^%s$" % PATH_COMPONENT)
+REPOSITORY_COMPONENT = re.compile(r"^%s\Z" % PATH_COMPONENT)
 # Debian Policy 5.6.1: lower-case letters, digits, + - . ; at least two; starts alphanumeric.
-DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+\Z")
 MAX_REFERENCE = 255
 
 
@@ -56,6 +56,24 @@ def index_url(value: str) -> str | None:
     if any(ch.isspace() or ord(ch) < 32 or ch in "\"'`\\$;|&<>" for ch in value):
         return "%r is not an index URL (it holds whitespace, quotes or shell characters)" % value
     parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "%r is not an index URL (expected http(s)://host/path)" % value
+    if parts.scheme != "https" or not parts.hostname:
+        return "%r is not an index URL (expected https://host/path: wheels are fetched over " \
+            "https only)" % value
     return None
+
+
+def url_variables(value: str) -> str | None:
+    """A ${VAR} may give a whole base URL (a mirror: `${PYTORCH_INDEX_URL:-https://…}/cu116`),
+    never part of one: `https://${TOKEN}.host/` or `https://host/${SECRET}/` would send the
+    variable's value to a server whenever `doctor` or `lock` asks it for a page."""
+    for match in VARIABLE.finditer(value):
+        if match.start() != 0:
+            return ("${%s} inside a URL would send its value to that server; only a whole "
+                    "base URL may come from a variable (${%s:-https://…}/path)"
+                    % (match.group(1), match.group(1)))
+    return None
+
+
+def masked(url: str) -> str:
+    """A URL as it may be printed: credentials (user:password@) replaced by ***."""
+    return re.sub(r"(?<=://)[^/@\s]+@", "***@", url)

@@ -26,9 +26,9 @@ from pydantic_core import ErrorDetails
 from envbench.errors import MatrixError
 from envbench.matrix import grammars, yamlio
 
-VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?$")
-CUDA_VERSION = re.compile(r"^\d+\.\d+$")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?\Z")
+CUDA_VERSION = re.compile(r"^\d+\.\d+\Z")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 CPUSET = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
 SIZE = r"^\d+[kmg]?$"  # Docker's --memory grammar, lower-case units
 SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers",
@@ -147,6 +147,8 @@ class Environment(_Strict):
     def _index_url(cls, value: Optional[str]) -> Optional[str]:
         if value is not None and not grammars.VARIABLE.search(value):
             _refuse(grammars.index_url(value))
+        if value is not None:
+            _refuse(grammars.url_variables(value))
         return value
 
     @field_validator("apt")

@@ -44,5 +44,7 @@ def markdown_safe(value: Any) -> Any:
     text = " ".join(value.split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-    return re.sub(r"(?i)(://|www\.)", lambda m: m.group(1)[0] + "&#8203;" + m.group(1)[1:],
+    text = re.sub(r"(?i)(://|www\.)", lambda m: m.group(1)[0] + "&#8203;" + m.group(1)[1:],
                   text)
+    # "@someone" pasted into a pull request would notify them: a zero-width space after @.
+    return text.replace("@", "@&#8203;")

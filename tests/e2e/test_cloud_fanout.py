@@ -107,8 +107,11 @@ def test_two_vms_at_once_one_that_cannot_provision_and_one_report(
     assert "(estimate (price x wall time)) |" in summary
 
 
+@pytest.mark.parametrize("how", ["ctrl-c", "ctrl-c twice", "sigterm"])
 def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
-        client, first_run, e2e_env, cifar, tmp_path):
+        client, first_run, e2e_env, cifar, tmp_path, how):
+    """Ctrl-C; Ctrl-C again while the teardown runs (it used to escape `except Exception`
+    and leave clusters up); SIGTERM from a supervisor, which used to end the kit at once."""
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(MATRIX.replace("epochs: 1", "epochs: 50"))
     reports = tmp_path / "reports"
@@ -129,8 +132,16 @@ def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
         assert time.monotonic() < deadline, "".join(seen)[-4000:]
         time.sleep(0.5)
     assert len(_vms(client)) == 2 and _cells_of_vms(client)
-    # As a Ctrl-C at a terminal: SIGINT to the whole foreground process group.
-    os.killpg(proc.pid, signal.SIGINT)
+    if how == "sigterm":  # to the kit only, as `timeout` or a supervisor sends it
+        os.kill(proc.pid, signal.SIGTERM)
+    else:  # as a Ctrl-C at a terminal: SIGINT to the whole foreground process group
+        os.killpg(proc.pid, signal.SIGINT)
+    if how == "ctrl-c twice":
+        deadline = time.monotonic() + 60
+        while not any(line.startswith("interrupted: tearing down") for line in seen):
+            assert time.monotonic() < deadline, "".join(seen)[-4000:]
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # while the teardown runs
     proc.wait(timeout=300)
     reader.join(timeout=30)
     out = "".join(seen)

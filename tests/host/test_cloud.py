@@ -103,16 +103,21 @@ def test_prices_come_from_the_catalog_unless_the_matrix_gives_one(sky_home):
     assert price is None and "no SkyPilot catalog on this machine for aws" in why
 
 
+def dry_run(matrix_path: Path, out: Path, sky_home: Path,
+            reports: Path) -> subprocess.CompletedProcess:
+    """`envbench cloud --dry-run` as a user runs it, against the fixture catalog."""
+    env = dict(os.environ, SKY_RUNTIME_DIR=str(sky_home), SKYPILOT_DISABLE_USAGE_COLLECTION="1")
+    return subprocess.run([sys.executable, "-m", "envbench", "cloud", "--dry-run", "--matrix",
+                           str(matrix_path), "--out", str(out), "--reports", str(reports)],
+                          cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=300)
+
+
 def test_the_dry_run_prints_the_plan_and_writes_three_valid_task_yamls(sky_home, tmp_path):
     matrix_path = tmp_path / "matrix.yaml"
     matrix_path.write_text(three())
     out = tmp_path / "tasks"
-    env = dict(os.environ, SKY_RUNTIME_DIR=str(sky_home), SKYPILOT_DISABLE_USAGE_COLLECTION="1")
-    proc = subprocess.run([sys.executable, "-m", "envbench", "cloud", "--dry-run", "--matrix",
-                           str(matrix_path), "--out", str(out), "--reports",
-                           str(tmp_path / "none")], cwd=ROOT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=300)
+    proc = dry_run(matrix_path, out, sky_home, tmp_path / "none")
     assert proc.returncode == 0, proc.stdout
     print(proc.stdout)
     text = proc.stdout
@@ -256,8 +261,14 @@ def test_when_rsync_cannot_reach_the_cluster_the_job_log_brings_the_results_home
     said = capsys.readouterr().out
     assert "[h100] rsync failed (exit " in said and "restoring results from the job's log" in said
     assert outcome.fetched_by == "the job's log" and outcome.state is ClusterState.DONE
-    assert outcome.results == ["mine.json"]
-    home = json.loads((reports / "results" / "mine.json").read_text())
+    # Named by the record's own identity, not by the name the VM printed: a VM cannot pick
+    # which file of reports/results it overwrites. The staging folder is gone.
+    from envbench.results import identity, store
+    stem = store.path_for(reports / "results", identity.of_record(record),
+                          record["cell"].get("variant") or {}).name
+    assert outcome.results == [stem] and stem != "mine.json"
+    assert not (reports / "cloud" / "h100").exists()
+    home = json.loads((reports / "results" / stem).read_text())
     assert home["cell"]["price_per_hour"] == 2.0 and home["cell"]["price_source"] == "matrix"
     assert home["epochs"] == record["epochs"]
 
@@ -377,3 +388,102 @@ def test_a_failed_job_is_told_by_bench_exit_code_and_its_last_error_line():
     assert fanout.last_error(log) == ("(task, pid=1) error: this user cannot reach the Docker "
                                       "engine at /var/run/docker.sock (permission denied)")
     assert fanout.bench_exit("setup failed") is None and fanout.last_error("all fine") is None
+
+
+def test_only_regular_result_files_come_home_from_a_vm(tmp_path):
+    """The real rsync, its remote end run through a stand-in for ssh (a script that runs
+    the command rsync asks for, here): what a hostile VM leaves in reports/results."""
+    from envbench.cloud import fanout
+    from envbench.cloud.launcher import Remote
+
+    vm = tmp_path / "vm"
+    results = vm / "reports" / "results"
+    (results / "sub").mkdir(parents=True)
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("PRIVATE KEY")
+    (results / "good.json").write_text('{"ok": 1}')
+    (results / "key.json").symlink_to(secret)                  # would copy the key home
+    (results / "zero.json").symlink_to("/dev/zero")
+    os.mkfifo(results / "fifo.json")
+    (results / "big.json").write_bytes(b" " * (32 * 2**20 + 1))
+    (results / "setuid.json").write_text("{}")
+    os.chmod(results / "setuid.json", 0o4755)
+    (results / "notes.txt").write_text("not a result")
+    (results / "sub" / "deep.json").write_text("{}")
+    ssh = tmp_path / "fake-ssh"
+    ssh.write_text('#!/bin/sh\nshift\nexec sh -c "$*"\n')  # drop the host, run the command
+    ssh.chmod(0o755)
+    home = tmp_path / "home"
+    problem = fanout.rsync(Remote("vm", [str(ssh)], str(vm)), "reports/results/", home)
+    assert problem is None
+    assert sorted(p.name for p in home.rglob("*")) == ["good.json", "setuid.json"]
+    assert (home / "good.json").read_text() == '{"ok": 1}'
+    assert (home / "setuid.json").stat().st_mode & 0o7777 == 0o644  # no setuid, no +x
+    assert not any(p.is_symlink() for p in home.iterdir())
+
+
+SECRET_MATRIX = """
+# a comment naming ${AWS_SECRET_ACCESS_KEY} ships nothing
+environments:
+  g:
+    python: "3.8"
+    torch: "1.12.1"
+    cuda: "11.6"
+    index_url: "${ENVBENCH_TEST_MIRROR:-https://download.pytorch.org/whl}/cu116"
+    base: "${ENVBENCH_TEST_BASE:-debian:bookworm-slim}"
+targets:
+  h100: {device: cuda, label: "${NOT_SHIPPED_EITHER}",
+         cloud: {accelerators: "H100:1", infra: lambda}}
+benchmark: {epochs: 2}
+"""
+
+
+def test_only_the_variables_environments_use_travel_and_as_secrets(sky_home, tmp_path,
+                                                                   monkeypatch):
+    for name in ("AWS_SECRET_ACCESS_KEY", "NOT_SHIPPED_EITHER", "ENVBENCH_TEST_BASE"):
+        monkeypatch.setenv(name, "value-of-" + name.lower())
+    monkeypatch.setenv("ENVBENCH_TEST_MIRROR", "https://user:tok3n@mirror.example/whl")
+    matrix_path = tmp_path / "matrix.yaml"
+    matrix_path.write_text(SECRET_MATRIX)
+    m = models.load(matrix_path)
+    assert tasks.matrix_variables(m) == {
+        "ENVBENCH_TEST_BASE": "value-of-envbench_test_base",
+        "ENVBENCH_TEST_MIRROR": "https://user:tok3n@mirror.example/whl"}
+    out = tmp_path / "tasks"
+    proc = dry_run(matrix_path, out, sky_home, tmp_path / "none")
+    assert proc.returncode == 0, proc.stdout
+    written = (out / "envbench-h100.yaml").read_text()
+    task = yaml.safe_load(written)
+    # The names travel as SkyPilot secrets; their values are in no file and no output.
+    assert task["secrets"] == {"ENVBENCH_TEST_BASE": None, "ENVBENCH_TEST_MIRROR": None}
+    assert "ENVBENCH_TEST_MIRROR" not in task["envs"]
+    for value in ("tok3n", "value-of-"):
+        assert value not in written and value not in proc.stdout
+
+
+@pytest.mark.parametrize("url", ["https://pypi.example/${ENVBENCH_SECRET}/simple",
+                                 "https://${ENVBENCH_SECRET}.evil.example/simple"])
+def test_a_variable_inside_an_index_url_is_refused(url):
+    bad = GOOD.replace('a: {python: "3.11", torch: "2.13.0"}',
+                       'a: {python: "3.11", torch: "2.13.0", index_url: "%s"}' % url)
+    found = [p for p in problems(bad) if p.startswith("environments.a.index_url:")]
+    assert found and "${ENVBENCH_SECRET} inside a URL would send its value to that server" \
+        in found[0]
+
+
+def test_credentials_in_a_printed_url_are_masked():
+    from envbench.matrix import grammars
+    assert grammars.masked("https://user:tok3n@mirror.example/whl/cu116") == \
+        "https://***@mirror.example/whl/cu116"
+    assert grammars.masked("https://mirror.example/whl") == "https://mirror.example/whl"
+
+
+@pytest.mark.parametrize("first, second", [("gpu.a", "gpu-a"), ("GPU_A", "gpu-a"),
+                                           ("a" * 61 + "x", "a" * 61 + "y")])
+def test_targets_whose_cluster_names_collide_are_refused_before_anything_runs(first, second):
+    text = three().replace("h100:", "%s:" % first, 1).replace("a100:", "%s:" % second, 1)
+    with pytest.raises(UserError) as refused:
+        plan.plan(models.parse(text), Options(matrix_path=ROOT / "matrix.yaml",
+                                              synthetic=True), ROOT)
+    assert str(refused.value).startswith("targets %s and %s would both be cluster %s"
+                                         % (first, second, tasks.cluster_name(first)))

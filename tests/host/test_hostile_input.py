@@ -121,3 +121,14 @@ def test_an_option_a_command_would_ignore_is_refused_with_the_ones_it_takes(argv
     assert proc.stderr.startswith("error: envbench %s does not take %s; its options are: "
                                   % (command, refused)), proc.stderr
     assert "--matrix" in proc.stderr
+
+
+def test_terminal_escapes_from_elsewhere_are_not_printed_raw():
+    from envbench import terminal
+    hostile = ("ok\x1b[2J\x1b[H\x1b]0;pwned\x07 title\x1b[31mred\x1b[0m\r"
+               "hidden\x00\x7f\x9b6n done")
+    shown = terminal.safe(hostile)
+    assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
+    # Sequences go whole; a lone control (\r, NUL, DEL, the C1 CSI) shows as '?'.
+    assert shown == "ok titlered?hidden???6n done"
+    assert terminal.safe("tab\tstays") == "tab\tstays"

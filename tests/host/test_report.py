@@ -356,6 +356,7 @@ HOSTILE_NAMES = {
     "autolink": "see www.evil.example",
     "formula": '=HYPERLINK("http://evil.example","x")',
     "mathtext": "$\\frac{1}{0}$",
+    "mention": "thanks @octocat",
 }
 
 
@@ -399,6 +400,7 @@ def test_one_hostile_name_per_construct_stays_text_in_every_output(tmp_path):
     for construct in ("<img", "www.evil", "http://"):  # no HTML, no autolink
         assert construct not in summary, construct
     assert "\\[click\\]" in summary and "one \\# heading" in summary  # escaped and folded
+    assert "@octocat" not in summary and "thanks @&#8203;octocat" in summary  # no mention
 
     rows = list(csv.reader(written["csv"].open()))
     formula_cells = [cell for row in rows for cell in row if "HYPERLINK" in cell]
