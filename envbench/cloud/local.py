@@ -37,6 +37,7 @@ from envbench.images import baseimage, wheelhouse
 
 POOL = "local"
 LABEL = "envbench.cluster"
+OWNER_LABEL = "envbench.launcher-pid"  # the fan-out process whose VM it is (see sweep)
 SSH_WAIT_S = 60
 ENV_FILE = "~/.envbench-task-env"  # the task's envs and secrets, mode 600 (see _send_env)
 # root's home becomes $1 (usermod refuses while root runs a process, as this shell does).
@@ -148,13 +149,32 @@ class LocalLauncher:
     def down(self, cluster: str) -> None:
         with self._lock:
             proc = self._jobs.pop(cluster, None)
-        # The VM, then the cells it started on the shared engine (a real VM's go with it).
+        # The VM, then the cells it started on the shared engine (a real VM's go with it),
+        # then its home (a real VM's disk goes with it too).
         for label in ("%s=%s" % (LABEL, cluster), "envbench.host=%s" % cluster):
             for container in self.client.containers.list(all=True,
                                                          filters={"label": label}):
                 container.remove(force=True)
         if proc is not None and proc.poll() is None:
             proc.kill()
+        shutil.rmtree(self.home(cluster), ignore_errors=True)
+
+    def sweep(self) -> list[str]:
+        """VMs left by a launcher process that is gone (killed before its teardown): taken
+        down with their cells and homes. A VM whose launcher still runs is another fan-out's,
+        left alone."""
+        gone = []
+        for container in self.client.containers.list(all=True, filters={"label": LABEL}):
+            labels = container.labels or {}
+            if _alive(labels.get(OWNER_LABEL)):
+                continue
+            cluster = labels.get(LABEL) or container.name
+            self.down(cluster)
+            gone.append(cluster)
+        if gone:
+            print("removed %d local VM(s) left by an earlier run: %s"
+                  % (len(gone), ", ".join(sorted(gone))), file=self.out, flush=True)
+        return gone
 
     def costs(self, clusters: list[str]) -> dict[str, float]:
         return {}  # no provider's accounting here: the fan-out estimates from price x time
@@ -162,6 +182,12 @@ class LocalLauncher:
     # --- the steps
     def _start(self, cluster: str, out: LineSink) -> Remote:
         home = self.home(cluster)
+        for other in self.client.containers.list(all=True,
+                                                 filters={"label": "%s=%s" % (LABEL, cluster)}):
+            owner = (other.labels or {}).get(OWNER_LABEL)
+            if owner != str(os.getpid()) and _alive(owner):
+                raise ProvisionFailed("%s is in use by another fan-out (pid %s); its VM is "
+                                      "left alone" % (cluster, owner))
         self.down(cluster)  # a VM of that name left by a killed run
         shutil.rmtree(home, ignore_errors=True)  # a new VM starts empty
         (home / ".ssh").mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -173,7 +199,9 @@ class LocalLauncher:
             # The VM's home is this machine's folder at the same path (see the docstring).
             container = self.client.containers.run(
                 self.image, ["sh", "-c", SET_HOME_AND_SERVE, "vm", str(home)],
-                name=cluster, detach=True, labels={LABEL: cluster}, hostname=cluster,
+                name=cluster, detach=True, labels={LABEL: cluster,
+                                                   OWNER_LABEL: str(os.getpid())},
+                hostname=cluster,
                 # Published on 127.0.0.1 only: nothing talks to a container's own address.
                 ports={"22/tcp": ("127.0.0.1", None)},
                 volumes={str(home): {"bind": str(home), "mode": "rw"},
@@ -267,6 +295,17 @@ class LocalLauncher:
         return proc.wait()
 
 
+def _alive(pid_text: str | None) -> bool:
+    """Whether the launcher process that started a VM still runs on this machine."""
+    try:
+        os.kill(int(pid_text or ""), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True  # another user's process: it exists
+    return True
+
+
 def make(out: TextIO = sys.stdout) -> LocalLauncher:
     """The local launcher with its image and wheelhouse (built and fetched once)."""
     missing = [tool for tool in ("ssh", "ssh-keygen", "rsync") if shutil.which(tool) is None]
@@ -282,4 +321,6 @@ def make(out: TextIO = sys.stdout) -> LocalLauncher:
                                                            "% sys.version_info[:2])"],
                                    remove=True).decode().strip()
     kit_wheels = wheelhouse.ensure_kit_wheelhouse(python, out)
-    return LocalLauncher(client, image, cache.root() / "local-vms", kit_wheels, out)
+    launcher = LocalLauncher(client, image, cache.root() / "local-vms", kit_wheels, out)
+    launcher.sweep()
+    return launcher

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, envbench
@@ -80,6 +81,10 @@ def test_two_vms_at_once_one_that_cannot_provision_and_one_report(
     assert any(line.startswith("[vm-a] ") and "epoch 1/1" in line for line in lines)
     assert "torn down: envbench-vm-a" in out and "torn down: envbench-vm-b" in out
     assert not _vms(client) and not _cells_of_vms(client)
+    # Their homes (the VMs' disks) went with them.
+    homes = Path(e2e_env.get("ENVBENCH_CACHE") or Path.home() / ".cache" / "envbench") \
+        / "local-vms" / "vms"
+    assert not any((homes / name).exists() for name in ("envbench-vm-a", "envbench-vm-b"))
 
     records = [json.loads(p.read_text()) for p in sorted((reports / "results").glob("*.json"))]
     by_target = {r["cell"]["target"]: r for r in records}
@@ -158,3 +163,35 @@ def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
     runs = json.loads((reports / "cloud" / "runs.json").read_text())["runs"]
     assert [r["state"] for r in runs] == ["interrupted", "interrupted"]
     assert all(r["wall_s"] > 0 and r["cost"] > 0 for r in runs), runs
+
+
+def test_vms_of_a_launcher_that_died_are_swept_and_a_live_ones_are_left(client, base_tag,
+                                                                         tmp_path):
+    """A fan-out killed before its teardown leaves its VMs; the next one removes them, with
+    their homes, but never the VMs of a fan-out that still runs."""
+    import io
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    launcher = local.LocalLauncher(client, base_tag, tmp_path / "state", tmp_path,
+                                   out=io.StringIO())
+    vms = {}
+    for name, owner in (("envbench-test-orphan", dead.pid), ("envbench-test-live", os.getpid())):
+        launcher.home(name).mkdir(parents=True)
+        vms[name] = client.containers.run(base_tag, ["sleep", "300"], detach=True, labels={
+            local.LABEL: name, local.OWNER_LABEL: str(owner)})
+    try:
+        assert launcher.sweep() == ["envbench-test-orphan"]
+        assert "removed 1 local VM(s) left by an earlier run: envbench-test-orphan" \
+            in launcher.out.getvalue()
+        remaining = {c.id for c in client.containers.list(all=True)}
+        assert vms["envbench-test-orphan"].id not in remaining
+        assert vms["envbench-test-live"].id in remaining
+        assert not launcher.home("envbench-test-orphan").exists()
+        assert launcher.home("envbench-test-live").exists()
+    finally:
+        for vm in vms.values():
+            try:
+                vm.remove(force=True)
+            except Exception:  # noqa: BLE001 - the sweep removed it
+                pass

@@ -487,3 +487,11 @@ def test_targets_whose_cluster_names_collide_are_refused_before_anything_runs(fi
                                               synthetic=True), ROOT)
     assert str(refused.value).startswith("targets %s and %s would both be cluster %s"
                                          % (first, second, tasks.cluster_name(first)))
+
+
+def test_home_path_and_user_never_travel_even_when_an_environment_names_them(monkeypatch):
+    text = GOOD.replace('a: {python: "3.11", torch: "2.13.0"}',
+                        'a: {python: "3.11", torch: "2.13.0", wheelhouse: "${HOME}/wh", '
+                        'base: "${USER}/img:${ENVBENCH_TEST_TAG}"}')
+    monkeypatch.setenv("ENVBENCH_TEST_TAG", "1")
+    assert tasks.matrix_variables(models.parse(text)) == {"ENVBENCH_TEST_TAG": "1"}
