@@ -66,6 +66,11 @@ class Options:
         return self.reports_dir / "logs"
 
     @property
+    def cells_dir(self) -> Path:
+        """Each running cell's own /results folder lives here, removed when the cell ends."""
+        return self.reports_dir / ".cells"
+
+    @property
     def allow_pull(self) -> bool:
         return not self.offline
 

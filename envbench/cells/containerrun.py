@@ -1,6 +1,8 @@
 """One cell in one container: locked down, resources from the target, GPUs where it has them."""
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from envbench.engine.connection import ENGINE_ERRORS, explain
 from envbench.engine.sandbox import locked_down
 from envbench.matrix.models import Target
 from envbench.results import store
-from envbench.users import own
+from envbench.users import own, prepare_dirs
 
 LOG_TAIL_LINES = 40
 RESULTS_LABEL = "envbench.results"
@@ -28,14 +30,39 @@ LOG_MAX_SIZE = "16m"
 
 @dataclass(frozen=True)
 class Mounts:
-    results_dir: Path
+    results_dir: Path  # where the host keeps every cell's result; no container sees it
     log_dir: Path
     data_dir: Path | None  # None: --synthetic
+    # Where each cell gets an empty folder of its own as /results: a cell cannot read,
+    # forge or delete another's result, and the host takes across the one file it expects.
+    cells_dir: Path
+
+
+def cell_folder(mounts: Mounts) -> Path:
+    """A new, empty folder for one cell's /results, writable by the container's user."""
+    prepare_dirs(mounts.cells_dir)
+    folder = Path(tempfile.mkdtemp(dir=mounts.cells_dir, prefix="cell-"))
+    own(folder)
+    return folder
+
+
+def remove_cell_folders(cells_dir: Path) -> int:
+    """Remove what cells of earlier runs left (a killed run); the caller holds the run lock.
+    Returns how many folders there were."""
+    if not cells_dir.is_dir() or cells_dir.is_symlink():
+        return 0
+    left = [p for p in cells_dir.iterdir() if p.name.startswith("cell-")]
+    for folder in left:
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            folder.unlink()
+    return len(left)
 
 
 def container_options(args: list[str], resources: Resources, image: Any, mounts: Mounts,
-                      cell_name: str) -> dict[str, Any]:
-    volumes = {str(mounts.results_dir.resolve()): {"bind": "/results", "mode": "rw"}}
+                      cell_name: str, out_folder: Path) -> dict[str, Any]:
+    volumes = {str(out_folder.resolve()): {"bind": "/results", "mode": "rw"}}
     if mounts.data_dir is not None:
         volumes[str(mounts.data_dir.resolve())] = {"bind": "/data", "mode": "ro"}
     options: dict[str, Any] = dict(locked_down(image), command=args, volumes=volumes,
@@ -89,20 +116,32 @@ def _follow(container: Any, on_line: Callable[[str], None]) -> threading.Thread:
 
 def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any],
              target: Target, resources: Resources, image: Any, mounts: Mounts,
-             out_path: Path, on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
+             out_name: str, on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one cell; return its record (bench's own, or the host's account of the failure).
 
-    ``args`` is bench's command line, writing to ``out_path`` (under /results in the
-    container); ``config`` is what bench records for it, used when bench records nothing.
+    ``args`` is bench's command line, writing ``out_name`` under /results in the container:
+    an empty folder of this cell's own, from which only that file is read (through the
+    result contract) and then the folder is removed. The caller saves the record.
+    ``config`` is what bench records for it, used when bench records nothing.
     """
-    if out_path.exists():
-        out_path.unlink()  # a stale result must not pass for this run's
-    log_path = mounts.log_dir / ("%s.log" % out_path.stem)
+    folder = cell_folder(mounts)
+    try:
+        return _run_in(client, args, config, target, resources, image, mounts, folder,
+                       out_name, on_line)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any],
+            target: Target, resources: Resources, image: Any, mounts: Mounts, folder: Path,
+            out_name: str, on_line: Callable[[str], None] | None) -> dict[str, Any]:
+    stem = Path(out_name).stem
+    log_path = mounts.log_dir / ("%s.log" % stem)
     lines: list[str] = []
     error: tuple[str, str] | None = None
     gpus = resources.device == "cuda"
     try:
-        options = container_options(args, resources, image, mounts, out_path.stem)
+        options = container_options(args, resources, image, mounts, stem, folder)
         container = client.containers.create(image.id, **options)
     except ENGINE_ERRORS as exc:
         message = gpu.explain(exc) if gpus else explain(exc)
@@ -146,7 +185,7 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
             engine_lost = None
         except ENGINE_ERRORS as exc:
             engine_lost = explain(exc)  # the engine is gone; it removes nothing it no longer runs
-    record = store.read(out_path)
+    record = store.read(folder / out_name)  # a regular file, capped, valid; else None
     if record is None:
         kind, message = error or ("NoResult", "bench exited without writing a valid result")
         if engine_lost and kind in ("ContainerExited", "NoResult"):

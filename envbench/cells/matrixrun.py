@@ -153,7 +153,7 @@ class _Session:
             return self._failed(p, "GpuUnavailable", problem, built.record), "failed: " + problem
         started = time.perf_counter()
         record = containerrun.run_cell(self.client, p.command(), p.config, target,
-                                       p.resources, built.image, self.mounts, path,
+                                       p.resources, built.image, self.mounts, path.name,
                                        self.on_line)
         record["host_s"] = round(time.perf_counter() - started, 3)
         if record.get("run_s") is not None:
@@ -192,9 +192,11 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
     host = Host.of_engine(client)
     blocked = gpu_blocks(client, m, cells, out)
     data_dir = data_dir_for(opts, m)
-    mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir)
+    mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir, opts.cells_dir)
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
     remove_leftovers(client, opts.results_dir, out)
+    # Folders of a killed run's cells: no run holds them now (this one holds the lock).
+    containerrun.remove_cell_folders(mounts.cells_dir)
     print_resources(m, cells, host, out)
     # An environment whose every cell this host cannot run is not built at all.
     names = list(dict.fromkeys(c.environment for c in cells if not (

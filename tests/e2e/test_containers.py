@@ -160,8 +160,8 @@ def _run_cell(client, target: Target, image, folder: Path) -> dict:
     p = expansion.prepare(_cell("gpu" if target.device == "cuda" else "cpu"), target, 2,
                       SYNTHETIC_DATA, image.id)
     return containerrun.run_cell(client, p.command(), p.config, target, p.resources, image,
-                                 containerrun.Mounts(folder, folder, None),
-                                 folder / ("%s.json" % p.file_stem))
+                                 containerrun.Mounts(folder, folder, None, folder / ".cells"),
+                                 "%s.json" % p.file_stem)
 
 
 def _image(client, first_run, env_name: str):
@@ -204,10 +204,11 @@ def test_a_running_cell_is_locked_down_and_limited(client, first_run, tmp_path):
     """Read back, from inside a cell's container, what the kit asked the engine for."""
     image = _image(client, first_run, "torch2.13-cpu")
     target = Target(device="cpu", cpus=1, label="CPU", price_per_hour=0)
-    mounts = containerrun.Mounts(tmp_path, tmp_path, None)
+    mounts = containerrun.Mounts(tmp_path, tmp_path, None, tmp_path / ".cells")
     host = Host.of_engine(client)
     p = expansion.prepare(_cell(), target, host, SYNTHETIC_DATA, image.id)
-    options = containerrun.container_options(p.command(), p.resources, image, mounts, p.file_stem)
+    options = containerrun.container_options(p.command(), p.resources, image, mounts, p.file_stem,
+                                             tmp_path)
     seen = _read_back(client, image, options)
     out, lines = seen["text"], seen["lines"]
     assert lines[0] == "lo" and "eth0" not in out, out  # no network
@@ -233,6 +234,43 @@ def test_a_running_cell_is_locked_down_and_limited(client, first_run, tmp_path):
             "Type": "json-file", "Config": {"max-size": "16m", "max-file": "1"}}
     finally:
         created.remove(force=True)
+
+
+HOSTILE_CELL = ("echo \"start:[$(ls -A /results)]\"; rm -rf /results/* /results/.[!.]*; "
+                "echo forged > /results/other-cell.json; ln -s /etc/passwd /results/mine.json; "
+                "echo \"end:[$(ls -A /results | tr '\\n' ' ')]\"")
+
+
+def test_a_cell_sees_only_an_empty_folder_of_its_own(client, first_run, tmp_path):
+    """A hostile stack's cell lists /results, deletes what it finds, forges another cell's
+    result and leaves a link to /etc/passwd where its own should be. The host's results stay
+    as they were, and the cell is recorded as having written no valid result."""
+    base = _image(client, first_run, "debian-torch1.13")
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "Dockerfile").write_text('FROM %s\nENTRYPOINT ["sh", "-c"]\n' % base.id)
+    image, _ = client.images.build(path=str(context), tag="envbench-test/hostile-cell:1",
+                                   rm=True, forcerm=True)
+    results, logs = tmp_path / "results", tmp_path / "logs"
+    results.mkdir()
+    logs.mkdir()
+    victim = results / "other-cell.json"
+    victim.write_text('{"kept": true}\n')
+    target = Target(device="cpu")
+    p = expansion.prepare(_cell(), target, 2, SYNTHETIC_DATA, image.id)
+    mounts = containerrun.Mounts(results, logs, None, tmp_path / ".cells")
+    try:
+        record = containerrun.run_cell(client, [HOSTILE_CELL], p.config, target, p.resources,
+                                       image, mounts, "mine.json")
+    finally:
+        client.images.remove(image.id, force=True)
+    log = (logs / "mine.log").read_text()
+    assert "start:[]" in log, log  # it saw an empty folder: no other cell's result
+    assert "end:[mine.json other-cell.json ]" in log, log  # its writes went somewhere...
+    assert sorted(os.listdir(results)) == ["other-cell.json"]  # ...that is not the results
+    assert victim.read_text() == '{"kept": true}\n'
+    assert record["status"] == "failed" and record["error"]["type"] == "NoResult", record
+    assert os.listdir(tmp_path / ".cells") == []  # the cell's folder went with it
 
 
 def test_the_gpu_probe_is_locked_down_like_a_cell(client, first_run):
