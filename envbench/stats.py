@@ -73,11 +73,44 @@ def repeat_median(repeats: Sequence[Sequence[float]]) -> float:
     return median([median(epochs) for epochs in repeats])
 
 
+# The two-stage bootstrap's work is bounded whatever a results folder holds. A drawn repeat's
+# median is drawn in one step from the order statistics of its sorted epochs, so a repeat of
+# 1,000 epochs costs what one of 5 does; and where the repeats are so many that the resamples
+# would pass MAX_REPEAT_DRAWS repeat draws, fewer resamples are taken (MIN_RESAMPLES at least).
+MAX_REPEAT_DRAWS = 400_000
+MIN_RESAMPLES = 200
+
+
+def _median_of_draws(ordered: Sequence[float], rng: random.Random) -> float:
+    """The median of len(ordered) draws with replacement from ``ordered`` (sorted), drawn
+    exactly without drawing them: the draws are ordered[floor(n U)] for uniform U, so their
+    k-th smallest is ordered[floor(n U_(k))], and U_(k) ~ Beta(k, n + 1 - k). For even n the
+    next one up is U_(k) plus (1 - U_(k)) times the least of the n - k uniforms above it."""
+    n = len(ordered)
+    k = (n + 1) // 2
+    u = rng.betavariate(k, n + 1 - k)
+    low = ordered[min(int(n * u), n - 1)]
+    if n % 2:
+        return low
+    above = u + (1.0 - u) * rng.betavariate(1, n - k)
+    return (low + ordered[min(int(n * above), n - 1)]) / 2.0
+
+
 def _resampled(repeats: Sequence[Sequence[float]], rng: random.Random) -> float:
-    """One hierarchical draw: repeats with replacement, then epochs within each drawn repeat."""
+    """One hierarchical draw: repeats with replacement, then epochs within each drawn repeat
+    (``repeats`` each sorted)."""
     drawn = [repeats[rng.randrange(len(repeats))] for _ in repeats]
-    return median([median([epochs[rng.randrange(len(epochs))] for _ in epochs])
-                   for epochs in drawn])
+    return median([_median_of_draws(epochs, rng) for epochs in drawn])
+
+
+def _bounded(resamples: int, *sides: Sequence[Sequence[float]]) -> int:
+    """The resample count, cut where it would pass MAX_REPEAT_DRAWS (see above)."""
+    per_resample = sum(len(side) for side in sides)
+    return max(MIN_RESAMPLES, min(resamples, MAX_REPEAT_DRAWS // per_resample))
+
+
+def _sorted(repeats: Sequence[Sequence[float]]) -> list[list[float]]:
+    return [sorted(epochs) for epochs in repeats]
 
 
 def hierarchical_median_ci(repeats: Sequence[Sequence[float]], confidence: float = 0.95,
@@ -87,7 +120,8 @@ def hierarchical_median_ci(repeats: Sequence[Sequence[float]], confidence: float
     if not repeats or not all(repeats):
         raise ValueError("bootstrap of an empty sample")
     rng = random.Random(seed)
-    draws = [_resampled(repeats, rng) for _ in range(resamples)]
+    ordered = _sorted(repeats)
+    draws = [_resampled(ordered, rng) for _ in range(_bounded(resamples, repeats))]
     tail = (1.0 - confidence) / 2.0
     return quantile(draws, tail), quantile(draws, 1.0 - tail)
 
@@ -105,10 +139,11 @@ def hierarchical_ratio_ci(numerator: Sequence[Sequence[float]],
     if not numerator or not denominator or not all(numerator) or not all(denominator):
         raise ValueError("bootstrap of an empty sample")
     rng = random.Random(seed)
+    top, under = _sorted(numerator), _sorted(denominator)
     ratios = []
-    for _ in range(resamples):
-        bottom = _resampled(denominator, rng)
+    for _ in range(_bounded(resamples, numerator, denominator)):
+        bottom = _resampled(under, rng)
         if bottom:
-            ratios.append(_resampled(numerator, rng) / bottom)
+            ratios.append(_resampled(top, rng) / bottom)
     tail = (1.0 - confidence) / 2.0
     return quantile(ratios, tail), quantile(ratios, 1.0 - tail)

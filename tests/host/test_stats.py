@@ -1,6 +1,7 @@
 """stats against values worked out by hand (and numpy's documented definitions)."""
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -177,3 +178,47 @@ def test_the_median_interval_uses_its_documented_resample_count():
     a = [[rng.uniform(9, 11) for _ in range(6)] for _ in range(6)]
     assert stats.hierarchical_median_ci(a) == stats.hierarchical_median_ci(a, resamples=2000)
     assert stats.hierarchical_median_ci(a) != stats.hierarchical_median_ci(a, resamples=2001)
+
+
+def _exact_median_distribution(values: list[float]) -> dict[float, float]:
+    """Every one of the n^n equally likely draws of n with replacement, enumerated."""
+    counts: dict[float, int] = {}
+    for draw in itertools.product(values, repeat=len(values)):
+        m = stats.median(draw)
+        counts[m] = counts.get(m, 0) + 1
+    total = len(values) ** len(values)
+    return {m: c / total for m, c in counts.items()}
+
+
+@pytest.mark.parametrize("values", [[1.0, 2.0, 4.0, 8.0, 16.0], [1.0, 2.0, 4.0, 8.0],
+                                    [3.0, 1.0, 3.0, 2.0, 1.0, 5.0]])
+def test_a_repeats_median_is_drawn_with_the_distribution_of_drawing_its_epochs(values):
+    """The one-step draw of a resampled repeat's median (odd and even counts, ties) against
+    the distribution of the median of n draws, worked out by enumerating every draw."""
+    exact = _exact_median_distribution(values)
+    rng = random.Random(7)
+    ordered = sorted(values)
+    runs = 40000
+    seen: dict[float, int] = {}
+    for _ in range(runs):
+        m = stats._median_of_draws(ordered, rng)
+        seen[m] = seen.get(m, 0) + 1
+    assert set(seen) <= set(exact), set(seen) - set(exact)
+    for m, p in exact.items():
+        # Four standard errors of a binomial proportion at 40,000 draws.
+        assert abs(seen.get(m, 0) / runs - p) <= 4 * math.sqrt(p * (1 - p) / runs) + 1e-9, m
+
+
+def test_the_bootstrap_takes_fewer_resamples_where_the_repeats_are_very_many():
+    rng = random.Random(1)
+    many = [[1.0 + rng.random() for _ in range(3)] for _ in range(1000)]
+    few = [[2.0 + rng.random() for _ in range(3)] for _ in range(5)]
+    # 1,005 repeat draws a resample: 400,000 // 1,005 = 398 resamples, not 2,000.
+    assert stats.hierarchical_ratio_ci(many, few) == stats.hierarchical_ratio_ci(
+        many, few, resamples=398)
+    assert stats.hierarchical_ratio_ci(many, few) != stats.hierarchical_ratio_ci(
+        many, few, resamples=397)
+    # Past the floor it takes MIN_RESAMPLES whatever the count.
+    huge = many * 500
+    assert stats.hierarchical_median_ci(huge[:2001]) == stats.hierarchical_median_ci(
+        huge[:2001], resamples=200)
