@@ -60,15 +60,62 @@ def kit_requirements() -> list[str]:
 NOXW_REQUIREMENTS = Path(__file__).resolve().parents[2] / "tools" / "noxw-requirements.txt"
 
 
+MANIFEST = "MANIFEST.sha256"  # written last: the folder is whole, and these are its files
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name != MANIFEST)
+
+
+def write_manifest(folder: Path) -> None:
+    """Record each fetched file's sha256, so that what the VMs install is what was fetched."""
+    lines = ["%s  %s" % (_digest(p), p.name) for p in _files(folder)]
+    (folder / MANIFEST).write_text("\n".join(lines) + "\n")
+
+
+def check_manifest(folder: Path) -> None:
+    """Refuse a wheelhouse whose files are not exactly those fetched: a file added (a planted
+    nox-9999 wheel would win pip's resolution on the VM), changed, removed, or not a regular
+    file. Names the file and how to start again."""
+    listed: dict[str, str] = {}
+    for line in (folder / MANIFEST).read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        listed[name] = digest
+    again = "; remove %s to fetch it again" % folder
+    for path in _files(folder):
+        if path.name not in listed:
+            raise UserError("the kit's wheelhouse holds %s, which this machine did not fetch%s"
+                            % (path.name, again))
+        if path.is_symlink() or not path.is_file():
+            raise UserError("the kit's wheelhouse holds %s, which is not a plain file%s"
+                            % (path.name, again))
+        if _digest(path) != listed.pop(path.name):
+            raise UserError("the kit's wheelhouse file %s changed since it was fetched (its "
+                            "sha256 differs)%s" % (path.name, again))
+    if listed:
+        raise UserError("the kit's wheelhouse lost %s since it was fetched%s"
+                        % (", ".join(sorted(listed)), again))
+
+
 def ensure_kit_wheelhouse(python: str, out: TextIO = sys.stdout) -> Path:
     """The kit's Python packages for Python ``python``, for machines without an index (the
     local launcher's VMs): fetched once by the host's pip, refreshed when the list changes.
-    With them, what ./noxw installs there: uv's wheel and nox's hash-locked set."""
+    With them, what ./noxw installs there: uv's wheel and nox's hash-locked set. Every use
+    checks the files against the sha256 manifest written when they were fetched."""
     wanted = kit_requirements()
     locked = NOXW_REQUIREMENTS.read_text()
     digest = hashlib.sha256(("\n".join(wanted) + locked).encode()).hexdigest()[:12]
     folder = cache.root() / ("wheelhouse-kit-py%s-%s" % (python.replace(".", ""), digest))
-    if (folder / "COMPLETE").exists():
+    if (folder / MANIFEST).exists():
+        check_manifest(folder)
         return folder
     provision.say(out, "fetching the kit's Python packages for Python %s into %s"
                   % (python, folder))
@@ -83,5 +130,6 @@ def ensure_kit_wheelhouse(python: str, out: TextIO = sys.stdout) -> Path:
     if proc.returncode != 0:
         tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
         raise UserError("could not fetch the kit's packages for Python %s: %s" % (python, tail))
-    (folder / "COMPLETE").write_text("\n".join(wanted) + "\n")
+    (folder / "COMPLETE").unlink(missing_ok=True)  # a marker of kits before the manifest
+    write_manifest(folder)
     return folder

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envbench.errors import MatrixError, UserError
-from envbench.images import dockerfile
+from envbench.images import dockerfile, wheelhouse
 from envbench.matrix import models, sources
 from envbench.matrix.models import Environment
 
@@ -132,3 +132,36 @@ def test_terminal_escapes_from_elsewhere_are_not_printed_raw():
     # Sequences go whole; a lone control (\r, NUL, DEL, the C1 CSI) shows as '?'.
     assert shown == "ok titlered?hidden???6n done"
     assert terminal.safe("tab\tstays") == "tab\tstays"
+
+
+def _kit_wheelhouse(tmp_path: Path) -> Path:
+    folder = tmp_path / "wheelhouse-kit"
+    folder.mkdir()
+    (folder / "nox-2026.10.20-py3-none-any.whl").write_bytes(b"nox wheel")
+    (folder / "docker-7.1.0-py3-none-any.whl").write_bytes(b"docker wheel")
+    wheelhouse.write_manifest(folder)
+    wheelhouse.check_manifest(folder)  # as fetched: accepted
+    return folder
+
+
+def test_a_wheel_planted_in_the_kit_wheelhouse_is_refused_by_name(tmp_path):
+    folder = _kit_wheelhouse(tmp_path)
+    (folder / "nox-9999-py3-none-any.whl").write_bytes(b"evil")
+    with pytest.raises(UserError, match="holds nox-9999-py3-none-any.whl, which this machine "
+                                        "did not fetch; remove .* to fetch it again$"):
+        wheelhouse.check_manifest(folder)
+
+
+def test_a_changed_lost_or_linked_kit_wheel_is_refused_by_name(tmp_path):
+    folder = _kit_wheelhouse(tmp_path)
+    (folder / "docker-7.1.0-py3-none-any.whl").write_bytes(b"docker wheel, swapped")
+    with pytest.raises(UserError, match="docker-7.1.0-py3-none-any.whl changed since it was "
+                                        "fetched"):
+        wheelhouse.check_manifest(folder)
+    (folder / "docker-7.1.0-py3-none-any.whl").unlink()
+    with pytest.raises(UserError, match="lost docker-7.1.0-py3-none-any.whl since"):
+        wheelhouse.check_manifest(folder)
+    (tmp_path / "elsewhere.whl").write_bytes(b"docker wheel")
+    (folder / "docker-7.1.0-py3-none-any.whl").symlink_to(tmp_path / "elsewhere.whl")
+    with pytest.raises(UserError, match="docker-7.1.0-py3-none-any.whl, which is not a plain"):
+        wheelhouse.check_manifest(folder)
