@@ -25,7 +25,7 @@ from bench import result
 from envbench import terminal
 from envbench.cells import dataset, records
 from envbench.cells import expansion as cellmod
-from envbench.cloud import fetch, local, sky
+from envbench.cloud import fetch, local, runid, sky
 from envbench.cloud import plan as planmod
 from envbench.cloud.launcher import Launcher, ProvisionFailed, Remote
 from envbench.cloud.plan import TargetPlan
@@ -43,13 +43,13 @@ RSYNC_TIMEOUT_S = 600
 
 class FanOut:
     def __init__(self, plans: list[TargetPlan], launcher: Launcher, m: Matrix, reports: Path,
-                 data: DataIdentity, out: TextIO = sys.stdout) -> None:
+                 data: DataIdentity, out: TextIO | None = None) -> None:
         self.plans = plans
         self.launcher = launcher
         self.matrix = m
         self.reports = reports
         self.data = data  # the cells' data identity (synthetic, or the data set's digest)
-        self.out = out
+        self.out = out or sys.stdout  # looked up now: a default bound at import goes stale
         self.asked: list[str] = []  # clusters launch was called for: each gets a down
         self.stopping = threading.Event()
         self.started: dict[str, float] = {}  # target -> when its launch began (monotonic)
@@ -251,6 +251,21 @@ class FanOut:
         return 0 if all(o.state is ClusterState.DONE and o.exit_code == 0
                         for o in self.outcomes.values()) else 1
 
+    def sweep(self, claim: runid.RunClaim) -> list[str]:
+        """Take down this machine's clusters whose run died before its teardown (see
+        envbench.cloud.runid); a live run's, and other machines', are left alone."""
+        try:
+            gone = runid.leftovers(self.launcher.clusters(), claim)
+        except Exception as exc:  # the provider's listing failed: say so, launch anyway
+            print("could not list the clusters of earlier runs (%s): check `sky status` for "
+                  "envbench-%s-* clusters" % (exc, runid.machine_tag()), file=self.out,
+                  flush=True)
+            return []
+        for cluster in gone:
+            print("taking down %s: an earlier run on this machine started it and is no "
+                  "longer running" % cluster, file=self.out, flush=True)
+        return [cluster for cluster in gone if self.teardown_one(cluster)]
+
     def teardown(self) -> list[str]:
         return [cluster for cluster in list(self.asked) if self.teardown_one(cluster)]
 
@@ -373,16 +388,21 @@ def data_identity(opts: Options, m: Matrix) -> DataIdentity:
 
 
 def launch(opts: Options, out: TextIO = sys.stdout) -> tuple[int, list[ClusterRun]]:
-    """Plan (as the dry run shows it), fan out, tear down; the exit code and what each
-    cluster did."""
+    """Plan (as the dry run shows it), sweep what runs that died left, fan out, tear down;
+    the exit code and what each cluster did."""
     m = models.load(opts.matrix_path)
-    plans = planmod.plan(m, opts, planmod.checkout())
-    print(planmod.describe(plans, launching=True), file=out, flush=True)
-    if opts.launcher == "local":
-        launcher: local.LocalLauncher | sky.SkyLauncher = local.make(out)
-    else:
-        launcher = sky.SkyLauncher()
-        launcher.check(out)  # which clouds can launch, before any is asked to
-    fan = FanOut(plans, launcher, m, opts.reports_dir, data_identity(opts, m), out)
-    code = fan.run()
-    return code, list(fan.outcomes.values())
+    claim = runid.RunClaim()  # held until the end: this run's clusters are not leftovers
+    try:
+        plans = planmod.plan(m, opts, planmod.checkout(), claim.prefix)
+        print(planmod.describe(plans, launching=True), file=out, flush=True)
+        if opts.launcher == "local":
+            launcher: local.LocalLauncher | sky.SkyLauncher = local.make(out)
+        else:
+            launcher = sky.SkyLauncher()
+            launcher.check(out)  # which clouds can launch, before any is asked to
+        fan = FanOut(plans, launcher, m, opts.reports_dir, data_identity(opts, m), out)
+        fan.sweep(claim)
+        code = fan.run()
+        return code, list(fan.outcomes.values())
+    finally:
+        claim.release()

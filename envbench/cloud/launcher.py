@@ -46,6 +46,9 @@ class Launcher(Protocol):
     def down(self, cluster: str) -> None:
         """Tear the cluster down (idempotent: a cluster never brought up is fine)."""
 
+    def clusters(self) -> list[str]:
+        """The names of every cluster this user has with the provider (to find leftovers)."""
+
     def costs(self, clusters: list[str]) -> dict[str, float]:
         """What each cluster cost, from the provider's own accounting (empty: unknown)."""
 

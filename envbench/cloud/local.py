@@ -44,11 +44,18 @@ ENV_FILE = "~/.envbench-task-env"  # the task's envs and secrets, mode 600 (see 
 SET_HOME_AND_SERVE = ('sed -i "s#^root:\\([^:]*\\):0:0:\\([^:]*\\):[^:]*:#root:\\1:0:0:\\2:$1:#" '
                       '/etc/passwd && exec /usr/sbin/sshd -D -e')
 
+# Each VM gets its own host key and the launcher's public key when it is created (see
+# _secrets): the image has no host key of its own, and the authorized key lives outside the
+# home, owned by the VM's root, whoever owns the home on this machine (sshd's StrictModes
+# refuses a key file that another user owns, which a non-root launcher's would be).
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"
+AUTHORIZED_KEYS = "/etc/ssh/envbench_authorized_keys"
 IMAGE_RECIPE = """FROM {base}
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
       openssh-server rsync python3-pip ca-certificates && rm -rf /var/lib/apt/lists/* \\
- && mkdir -p /run/sshd && ssh-keygen -A \\
- && printf 'PermitRootLogin prohibit-password\\nPasswordAuthentication no\\nUseDNS no\\n' \\
+ && mkdir -p /run/sshd && rm -f /etc/ssh/ssh_host_* \\
+ && printf 'PermitRootLogin prohibit-password\\nPasswordAuthentication no\\nUseDNS no\\n\\
+HostKey {host_key}\\nAuthorizedKeysFile {authorized_keys}\\n' \\
       > /etc/ssh/sshd_config.d/envbench.conf
 CMD ["/usr/sbin/sshd", "-D", "-e"]
 """
@@ -56,7 +63,7 @@ CMD ["/usr/sbin/sshd", "-D", "-e"]
 
 def ensure_image(client: Any, base: str, out: TextIO = sys.stdout) -> str:
     """The VM image: the python base with sshd and rsync (apt, once; cached by recipe)."""
-    recipe = IMAGE_RECIPE.format(base=base)
+    recipe = IMAGE_RECIPE.format(base=base, host_key=HOST_KEY, authorized_keys=AUTHORIZED_KEYS)
     tag = "envbench/sshd-vm:%s" % hashlib.sha256(recipe.encode()).hexdigest()[:16]
     if connection.image_or_none(client, tag) is not None:
         return tag
@@ -157,7 +164,50 @@ class LocalLauncher:
                 container.remove(force=True)
         if proc is not None and proc.poll() is None:
             proc.kill()
-        shutil.rmtree(self.home(cluster), ignore_errors=True)
+        self._remove_home(cluster)
+        for leftover in (self.state / "hostkeys" / cluster,
+                         self.state / "hostkeys" / ("%s.pub" % cluster)):
+            leftover.unlink(missing_ok=True)
+
+    def _remove_home(self, cluster: str) -> None:
+        """The VM's home, as its disk would go. What the VM's root wrote there is root's on
+        this machine too: a launcher that is not root has it emptied by a throwaway
+        container first (as root, no network, only that folder mounted)."""
+        home = self.home(cluster)
+        if not home.is_dir():
+            return
+        if os.getuid() != 0:
+            try:
+                self.client.containers.run(
+                    self.image, ["find", "/home-to-empty", "-mindepth", "1", "-delete"],
+                    entrypoint=[], user="0:0", network_mode="none", remove=True,
+                    volumes={str(home): {"bind": "/home-to-empty", "mode": "rw"}})
+            except connection.ENGINE_ERRORS as exc:
+                print("could not empty %s: %s" % (home, connection.explain(exc)),
+                      file=self.out, flush=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+    def _host_key(self, cluster: str) -> str:
+        """A new host key for this VM, made here; its public half (for known_hosts)."""
+        key = self.state / "hostkeys" / cluster
+        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for old in (key, Path("%s.pub" % key)):
+            old.unlink(missing_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", cluster, "-f",
+                        str(key)], check=True, capture_output=True)
+        return " ".join(Path("%s.pub" % key).read_text().split()[:2])
+
+    def _secrets(self, cluster: str) -> bytes:
+        """A tar of the VM's host key and the launcher's public key, owned by the VM's root."""
+        spool = io.BytesIO()
+        with tarfile.open(fileobj=spool, mode="w") as tar:
+            for path, data, mode in (
+                    (HOST_KEY, (self.state / "hostkeys" / cluster).read_bytes(), 0o600),
+                    (AUTHORIZED_KEYS, Path(str(self.key) + ".pub").read_bytes(), 0o644)):
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.size, info.mode, info.uid, info.gid = len(data), mode, 0, 0
+                tar.addfile(info, io.BytesIO(data))
+        return spool.getvalue()
 
     def sweep(self) -> list[str]:
         """VMs left by a launcher process that is gone (killed before its teardown): taken
@@ -176,6 +226,10 @@ class LocalLauncher:
                   % (len(gone), ", ".join(sorted(gone))), file=self.out, flush=True)
         return gone
 
+    def clusters(self) -> list[str]:
+        return sorted({(c.labels or {}).get(LABEL) or c.name for c in
+                       self.client.containers.list(all=True, filters={"label": LABEL})})
+
     def costs(self, clusters: list[str]) -> dict[str, float]:
         return {}  # no provider's accounting here: the fan-out estimates from price x time
 
@@ -188,19 +242,15 @@ class LocalLauncher:
             if owner != str(os.getpid()) and _alive(owner):
                 raise ProvisionFailed("%s is in use by another fan-out (pid %s); its VM is "
                                       "left alone" % (cluster, owner))
-        self.down(cluster)  # a VM of that name left by a killed run
-        shutil.rmtree(home, ignore_errors=True)  # a new VM starts empty
-        (home / ".ssh").mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.down(cluster)  # a VM of that name left by a killed run (its home goes too)
+        home.mkdir(parents=True, exist_ok=True)  # a new VM starts empty
         home.chmod(0o755)
-        keys = home / ".ssh" / "authorized_keys"
-        keys.write_text(Path(str(self.key) + ".pub").read_text())
-        keys.chmod(0o600)
+        host_public = self._host_key(cluster)
         try:
             # The VM's home is this machine's folder at the same path (see the docstring).
-            container = self.client.containers.run(
+            container = self.client.containers.create(
                 self.image, ["sh", "-c", SET_HOME_AND_SERVE, "vm", str(home)],
-                name=cluster, detach=True, labels={LABEL: cluster,
-                                                   OWNER_LABEL: str(os.getpid())},
+                name=cluster, labels={LABEL: cluster, OWNER_LABEL: str(os.getpid())},
                 hostname=cluster,
                 # Published on 127.0.0.1 only: nothing talks to a container's own address.
                 ports={"22/tcp": ("127.0.0.1", None)},
@@ -208,6 +258,8 @@ class LocalLauncher:
                          str(self.wheelhouse): {"bind": str(self.wheelhouse), "mode": "ro"},
                          "/var/run/docker.sock": {"bind": "/var/run/docker.sock",
                                                   "mode": "rw"}})
+            container.put_archive("/", self._secrets(cluster))
+            container.start()
             container.reload()
             published = (container.attrs["NetworkSettings"]["Ports"] or {}).get("22/tcp")
             if not published:
@@ -219,10 +271,15 @@ class LocalLauncher:
             raise ProvisionFailed(connection.explain(exc))
         config = self.state / "ssh" / cluster
         config.parent.mkdir(parents=True, exist_ok=True)
+        known = self.state / "ssh" / ("%s.known_hosts" % cluster)
+        # The VM's host key is checked: it was made here for this VM (a port on 127.0.0.1
+        # that another process took would not have it).
+        known.write_text("%s %s\n" % (cluster, host_public))
         config.write_text("\n".join([
             "Host %s" % cluster, "  HostName 127.0.0.1", "  Port %s" % port, "  User root",
             "  IdentityFile %s" % self.key, "  IdentitiesOnly yes", "  BatchMode yes",
-            "  StrictHostKeyChecking no", "  UserKnownHostsFile /dev/null", "  LogLevel ERROR",
+            "  HostKeyAlias %s" % cluster, "  StrictHostKeyChecking yes",
+            "  UserKnownHostsFile %s" % known, "  LogLevel ERROR",
             "  ServerAliveInterval 15", ""]))
         remote = self.remote(cluster)
         out("up: %s (ssh %s, port %s on 127.0.0.1)" % (container.short_id, cluster, port))

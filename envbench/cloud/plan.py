@@ -75,8 +75,12 @@ def earlier_epochs(reports: Path) -> dict[tuple[str, str], tuple[float, float]]:
             for key, values in seen.items()}
 
 
-def plan(matrix: Matrix, opts: Options, workdir: Path) -> list[TargetPlan]:
-    """Every selected cloud target's plan; its task YAML written to --out where given."""
+def plan(matrix: Matrix, opts: Options, workdir: Path,
+         run_prefix: str = tasks.CLUSTER_PREFIX) -> list[TargetPlan]:
+    """Every selected cloud target's plan; its task YAML written to --out where given.
+    ``run_prefix`` starts every cluster name: a launch gives its run's
+    (envbench.cloud.runid); the dry run's plain ``envbench-`` names a cluster that a later
+    run never takes for a leftover, should someone launch its YAML by hand."""
     data, synthetic, out, targets = opts.data_dir, opts.synthetic, opts.out, opts.targets
     if data is not None and not synthetic and not dataset.is_ready(data):
         raise UserError("--data %s: no CIFAR-10 there (expected %s/ with %s); each VM would "
@@ -93,11 +97,11 @@ def plan(matrix: Matrix, opts: Options, workdir: Path) -> list[TargetPlan]:
                         "accelerators, e.g. cloud: {accelerators: \"H100:1\", infra: aws})")
     by_cluster: dict[str, str] = {}
     for name in cloud_targets:  # gpu.a, gpu-a and GPU_A would share (and kill) one cluster
-        other = by_cluster.setdefault(tasks.cluster_name(name), name)
+        other = by_cluster.setdefault(tasks.target_part(name), name)
         if other != name:
             raise UserError("targets %s and %s would both be cluster %s: rename one (cluster "
                             "names keep lower-case letters, digits and '-', 60 characters)"
-                            % (other, name, tasks.cluster_name(name)))
+                            % (other, name, tasks.cluster_name(name, run_prefix)))
     earlier = earlier_epochs(opts.reports_dir)
     plans = []
     for name in cloud_targets:
@@ -120,7 +124,7 @@ def plan(matrix: Matrix, opts: Options, workdir: Path) -> list[TargetPlan]:
             first, steady = known
             run_s += first + steady * (cell.settings["epochs"] - 1) + CELL_OVERHEAD_S
         config = tasks.task_config(name, target, workdir, opts.matrix_path, data, synthetic,
-                                   tasks.matrix_variables(matrix))
+                                   tasks.matrix_variables(matrix), run_prefix)
         skyapi.validated_task(config)  # SkyPilot's own schema check, before anything is written
         p = TargetPlan(name, cloud.accelerators or "CPU VM",
                        cloud.infra or "cheapest in the catalog",

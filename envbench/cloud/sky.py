@@ -180,12 +180,20 @@ class SkyLauncher:
         except sky.exceptions.ClusterDoesNotExist:
             pass  # never came up, or autostop already took it down
 
+    def clusters(self) -> list[str]:
+        return [str(_field(r, "name")) for r in self.sky.get(self.sky.status()) or []]
+
     def costs(self, clusters: list[str]) -> dict[str, float]:
         records = self.sky.get(self.sky.cost_report(days=1))
         # By name and launch time: an earlier cluster of the same name is in the report too.
         return {r["name"]: float(r["total_cost"]) for r in records
                 if r.get("name") in clusters and r.get("total_cost") is not None
                 and float(r.get("launched_at") or 0) >= self._launched_at.get(r["name"], 0) - 120}
+
+
+def _field(record: Any, name: str) -> Any:
+    """A field of a SkyPilot response: a model with attributes, or a plain dict."""
+    return record[name] if isinstance(record, dict) else getattr(record, name)
 
 
 def _first_line(exc: BaseException) -> str:

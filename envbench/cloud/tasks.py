@@ -20,10 +20,17 @@ REMOTE_DATA = "~/envbench-data"
 CLUSTER_PREFIX = "envbench-"
 
 
-def cluster_name(target: str) -> str:
-    """SkyPilot cluster names: lower case, digits and '-', starting with a letter."""
+def target_part(target: str) -> str:
+    """The target's part of its cluster names: lower case, digits and '-'. Two targets with
+    the same part would share one cluster (plan refuses them)."""
     safe = "".join(c if c.isalnum() else "-" for c in target.lower()).strip("-")
-    return (CLUSTER_PREFIX + safe)[:60]
+    return safe[:60 - len(CLUSTER_PREFIX) - 12]  # machine tag, run id, two dashes
+
+
+def cluster_name(target: str, run_prefix: str = CLUSTER_PREFIX) -> str:
+    """SkyPilot cluster names: lower case, digits and '-', starting with a letter, 60 at
+    most. ``run_prefix`` carries the machine and the run (envbench.cloud.runid)."""
+    return (run_prefix + target_part(target))[:60]
 
 
 # Whether this user reaches the engine (standard library only: nothing is installed yet).
@@ -105,7 +112,8 @@ def redacted(config: dict[str, Any]) -> dict[str, Any]:
 
 def task_config(name: str, target: Target, workdir: Path, matrix: Path,
                 data: Path | None = None, synthetic: bool = False,
-                variables: dict[str, str] | None = None) -> dict[str, Any]:
+                variables: dict[str, str] | None = None,
+                run_prefix: str = CLUSTER_PREFIX) -> dict[str, Any]:
     """The task-YAML of ``name``'s cluster (``target.cloud`` must be set). ``variables``
     (matrix_variables) travel as SkyPilot secrets: never written into a task file or a log,
     never on a command line."""
@@ -127,7 +135,7 @@ def task_config(name: str, target: Target, workdir: Path, matrix: Path,
     if cloud.instance_type:
         resources["instance_type"] = cloud.instance_type
     config: dict[str, Any] = {
-        "name": cluster_name(name),
+        "name": cluster_name(name, run_prefix),
         "workdir": str(workdir.resolve()),
         "resources": resources,
         "envs": {"SKYPILOT_DISABLE_USAGE_COLLECTION": "1", "ENVBENCH_TARGET": name},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, envbench
 
-from envbench.cloud import local
+from envbench.cloud import fanout, local, runid
 
 pytestmark = pytest.mark.e2e
 
@@ -49,7 +50,15 @@ def _vms(client) -> list:
 
 def _cells_of_vms(client) -> list:
     return [c for c in client.containers.list(all=True, filters={"label": "envbench.host"})
-            if c.labels["envbench.host"].startswith("envbench-vm-")]
+            if runid.owner(c.labels["envbench.host"])]
+
+
+def _run_prefix(out: str) -> str:
+    """What this run's cluster names start with: this machine's tag and the run's id."""
+    found = re.search(r"launching cluster (envbench-%s-[0-9a-f]{6}-)vm-a" % runid.machine_tag(),
+                      out)
+    assert found, out[-3000:]
+    return found.group(1)
 
 
 def test_two_vms_at_once_one_that_cannot_provision_and_one_report(
@@ -68,23 +77,24 @@ def test_two_vms_at_once_one_that_cannot_provision_and_one_report(
     # One target failing to provision is recorded and the others go on: exit 1, not a crash.
     assert proc.returncode == 1, out[-4000:]
     assert "Traceback" not in out
-    assert "[vm-gone] failed: envbench-vm-gone could not be provisioned: no SSH node pool " \
-           "serves infra 'aws'" in out
+    run = _run_prefix(out)
+    assert "[vm-gone] failed: %svm-gone could not be provisioned: no SSH node pool " \
+           "serves infra 'aws'" % run in out
     # Concurrent: both VMs were running their task before either's results came home.
     first_home = min(i for i, line in enumerate(lines) if "results home via" in line)
     for name in ("vm-a", "vm-b"):
         running = lines.index("[%s] running the task" % name)
         assert running < first_home, lines
-        assert "[%s] results home via rsync over ssh (envbench-%s): 1 result (1 ok), job " \
-               "exit code 0" % (name, name) in out
+        assert "[%s] results home via rsync over ssh (%s%s): 1 result (1 ok), job " \
+               "exit code 0" % (name, run, name) in out
     # Streamed with a prefix: bench's own epoch line, from inside each VM.
     assert any(line.startswith("[vm-a] ") and "epoch 1/1" in line for line in lines)
-    assert "torn down: envbench-vm-a" in out and "torn down: envbench-vm-b" in out
+    assert "torn down: %svm-a" % run in out and "torn down: %svm-b" % run in out
     assert not _vms(client) and not _cells_of_vms(client)
     # Their homes (the VMs' disks) went with them.
     homes = Path(e2e_env.get("ENVBENCH_CACHE") or Path.home() / ".cache" / "envbench") \
         / "local-vms" / "vms"
-    assert not any((homes / name).exists() for name in ("envbench-vm-a", "envbench-vm-b"))
+    assert not any((homes / (run + name)).exists() for name in ("vm-a", "vm-b"))
 
     records = [json.loads(p.read_text()) for p in sorted((reports / "results").glob("*.json"))]
     by_target = {r["cell"]["target"]: r for r in records}
@@ -154,8 +164,9 @@ def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
     assert proc.returncode == 130, out[-4000:]
     assert "Traceback" not in out
     stopped = [line for line in out.splitlines() if line.startswith("stopped clusters: ")]
+    run = _run_prefix(out)
     assert stopped and sorted(stopped[-1][len("stopped clusters: "):].split(", ")) == [
-        "envbench-vm-a", "envbench-vm-b"], out[-2000:]
+        run + "vm-a", run + "vm-b"], out[-2000:]
     assert not _vms(client) and not _cells_of_vms(client)
     # An interrupted target is not a failed one: no failed cells were recorded for it.
     assert not list((reports / "results").glob("*.json"))
@@ -166,17 +177,24 @@ def test_ctrl_c_mid_run_tears_every_vm_down_and_says_which(
 
 
 def test_vms_of_a_launcher_that_died_are_swept_and_a_live_ones_are_left(client, base_tag,
-                                                                         tmp_path):
+                                                                         tmp_path, monkeypatch):
     """A fan-out killed before its teardown leaves its VMs; the next one removes them, with
-    their homes, but never the VMs of a fan-out that still runs."""
+    their homes, but never the VMs of a fan-out that still runs. Two ways to tell: the local
+    launcher's own (the launcher's pid on each VM), and every launcher's (the run id in the
+    cluster's name, whose claim a live run holds: envbench.cloud.runid)."""
     import io
 
+    monkeypatch.setenv("ENVBENCH_CACHE", str(tmp_path / "cache"))
     dead = subprocess.Popen(["true"])
     dead.wait()
+    me = runid.RunClaim()
+    tag = runid.machine_tag()
     launcher = local.LocalLauncher(client, base_tag, tmp_path / "state", tmp_path,
                                    out=io.StringIO())
     vms = {}
-    for name, owner in (("envbench-test-orphan", dead.pid), ("envbench-test-live", os.getpid())):
+    for name, owner in (("envbench-test-orphan", dead.pid), ("envbench-test-live", os.getpid()),
+                        ("envbench-%s-dead00-vm-x" % tag, os.getpid()),
+                        ("%svm-y" % me.prefix, os.getpid())):
         launcher.home(name).mkdir(parents=True)
         vms[name] = client.containers.run(base_tag, ["sleep", "300"], detach=True, labels={
             local.LABEL: name, local.OWNER_LABEL: str(owner)})
@@ -189,7 +207,18 @@ def test_vms_of_a_launcher_that_died_are_swept_and_a_live_ones_are_left(client, 
         assert vms["envbench-test-live"].id in remaining
         assert not launcher.home("envbench-test-orphan").exists()
         assert launcher.home("envbench-test-live").exists()
+        # The fan-out's sweep at start: run dead00 holds no claim, this run holds its own.
+        said = io.StringIO()
+        fan = fanout.FanOut([], launcher, None, tmp_path / "reports", None, said)
+        assert fan.sweep(me) == ["envbench-%s-dead00-vm-x" % tag]
+        assert "taking down envbench-%s-dead00-vm-x: an earlier run on this machine started " \
+               "it and is no longer running" % tag in said.getvalue()
+        remaining = {c.id for c in client.containers.list(all=True)}
+        assert vms["envbench-%s-dead00-vm-x" % tag].id not in remaining
+        assert vms["%svm-y" % me.prefix].id in remaining
+        assert vms["envbench-test-live"].id in remaining  # not named by a run: never swept
     finally:
+        me.release()
         for vm in vms.values():
             try:
                 vm.remove(force=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 import yaml
 from test_matrix import GOOD, problems
 
-from envbench.cloud import plan, tasks
+from envbench.cloud import plan, runid, tasks
 from envbench.cloud import sky as skyapi
 from envbench.errors import UserError
 from envbench.matrix import models
@@ -312,11 +313,19 @@ def test_with_skypilot_a_cluster_that_cannot_provision_is_recorded_with_its_reas
     # the target is refused with that reason instead of a launch that cannot succeed.
     assert "SkyPilot: clouds enabled for compute: none (install envbench[cloud-aws]" \
         in proc.stdout
-    assert "[h100] launching cluster envbench-h100: H100:1 on lambda (SkyPilot)" in proc.stdout
-    assert "[h100] failed: envbench-h100 could not be provisioned: SkyPilot has no " \
+    # The cluster's name carries this machine and this run (envbench.cloud.runid).
+    cluster = re.search(r"\[h100\] launching cluster (envbench-%s-[0-9a-f]{6}-h100): H100:1 on "
+                        r"lambda \(SkyPilot\)" % runid.machine_tag(), proc.stdout)
+    assert cluster, proc.stdout
+    assert "[h100] failed: %s could not be provisioned: SkyPilot has no " \
         "credentials or SDK for lambda here (`sky check`): install envbench[cloud-lambda]" \
-        in proc.stdout
-    assert "torn down: envbench-h100" in proc.stdout
+        % cluster.group(1) in proc.stdout
+    assert "torn down: %s" % cluster.group(1) in proc.stdout
+    # The run held a claim on its id while it ran, and let it go at the end: a later run
+    # would take a cluster of this run that was somehow left for a leftover.
+    claims = Path(env.get("ENVBENCH_CACHE") or sky_home / ".cache" / "envbench") / "cloud-runs"
+    assert claims.is_dir()
+    assert not (claims / ("%s.lock" % cluster.group(1).split("-")[2])).exists()
     records = [json.loads(p.read_text()) for p in (reports / "results").glob("*.json")]
     assert len(records) == 12  # environment g: 2 batch sizes x 2 amp values x 3 repeats
     for record in records:
@@ -487,6 +496,7 @@ def test_targets_whose_cluster_names_collide_are_refused_before_anything_runs(fi
                                               synthetic=True), ROOT)
     assert str(refused.value).startswith("targets %s and %s would both be cluster %s"
                                          % (first, second, tasks.cluster_name(first)))
+    assert tasks.cluster_name(first) == tasks.cluster_name(second)
 
 
 def test_home_path_and_user_never_travel_even_when_an_environment_names_them(monkeypatch):
