@@ -4,7 +4,10 @@ and never through a symbolic link."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+
+from bench.result import write_text_atomic
 
 
 def host_user() -> str:
@@ -29,17 +32,53 @@ def own(path: Path) -> None:
     os.chown(path, *caller, follow_symlinks=False)
 
 
+def write_text(path: Path, text: str) -> None:
+    """Write one of the kit's output files (reports, locks, logs) atomically, its folders
+    created as prepare_dirs does, and hand it to the invoking user."""
+    prepare_dirs(path.parent)
+    write_text_atomic(str(path), text)
+    own(path)
+
+
+def own_like_folder(path: Path, tree: bool = False) -> None:
+    """For the cache: under sudo, hand a file or folder the kit has just created (with
+    ``tree``, and all below it) to the caller only where its folder is the caller's (a cache
+    in the caller's home, as sudo -E or a sudo that keeps HOME leaves it). In root's own
+    cache (sudo's usual HOME) it stays root's, as does everything outside the caller's
+    folders. Links are never followed."""
+    caller = _caller()
+    if caller is None or path.is_symlink() or not path.exists():
+        return
+    if path.parent.stat().st_uid != caller[0]:
+        return
+    os.chown(path, *caller, follow_symlinks=False)
+    if tree and path.is_dir():
+        for below in path.rglob("*"):  # rglob does not descend through links
+            os.chown(below, *caller, follow_symlinks=False)
+
+
+def cache_dirs(folder: Path) -> None:
+    """Create a cache folder; each folder created here follows its parent's owner as
+    own_like_folder says."""
+    _make(folder, own_like_folder)
+
+
 def prepare_dirs(*folders: Path) -> None:
     """Create the output folders writable by the container's user. Only folders created here
     change owner; an existing folder (or a link to one) keeps its owner."""
     for folder in folders:
-        missing = []
-        probe = folder
-        while not probe.exists() and not probe.is_symlink():
-            missing.append(probe)
-            if probe.parent == probe:
-                break
-            probe = probe.parent
-        folder.mkdir(parents=True, exist_ok=True)
-        for created in reversed(missing):
-            own(created)
+        _make(folder, own)
+
+
+def _make(folder: Path, hand_over: Callable[[Path], None]) -> None:
+    """mkdir -p, then ``hand_over`` each folder that did not exist, top down."""
+    missing = []
+    probe = folder
+    while not probe.exists() and not probe.is_symlink():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    for created in reversed(missing):
+        hand_over(created)

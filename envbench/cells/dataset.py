@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from envbench import cache, download
+from envbench import cache, download, users
 from envbench.errors import UserError
 from envbench.results.identity import SYNTHETIC, DataIdentity
 
@@ -60,9 +60,10 @@ def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
     if is_ready(root):
         print("CIFAR-10 is in %s" % root, file=out)
         return root
-    root.mkdir(parents=True, exist_ok=True)
+    users.cache_dirs(root)
     # One download at a time into a folder: a second run waits, then finds it ready.
     with open(root / ".fetch.lock", "a") as lock:
+        users.own_like_folder(root / ".fetch.lock")
         fcntl.flock(lock, fcntl.LOCK_EX)
         if is_ready(root):
             print("CIFAR-10 is in %s" % root, file=out)
@@ -87,6 +88,7 @@ def _fetch_holding_the_lock(root: Path, url: str, md5: str, out: TextIO,
                 raise UserError("%s: md5 %s, expected %s: the download is corrupt or not "
                                 "CIFAR-10; nothing was kept" % (url, got, md5))
             partial.replace(archive)
+            users.own_like_folder(archive)
         finally:
             partial.unlink(missing_ok=True)
     unpack(archive, root)
@@ -105,5 +107,6 @@ def unpack(archive: Path, root: Path) -> None:
             raise UserError("%s does not hold %s/ with %s" % (archive, FOLDER, ", ".join(FILES)))
         shutil.rmtree(root / FOLDER, ignore_errors=True)
         (staging / FOLDER).replace(root / FOLDER)
+        users.own_like_folder(root / FOLDER, tree=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import result
-from envbench import terminal
+from envbench import terminal, users
 from envbench.cells import dataset, records
 from envbench.cells import expansion as cellmod
 from envbench.cloud import fetch, local, runid, sky
@@ -106,6 +105,7 @@ class FanOut:
                     log: str) -> None:
         staging = self.reports / "cloud" / plan.name
         shutil.rmtree(staging, ignore_errors=True)
+        users.prepare_dirs(staging.parent)  # REPORTS/cloud stays; the staging folder goes
         (staging / "results").mkdir(parents=True)
         problem = rsync(remote, "reports/results/", staging / "results")
         if problem is None:
@@ -146,7 +146,7 @@ class FanOut:
         REPORTS/results; the VM's logs beside the others."""
         kept = []
         dest = self.reports / "results"
-        dest.mkdir(parents=True, exist_ok=True)
+        users.prepare_dirs(dest)
         for path in sorted((staging / "results").glob("*.json")):
             try:
                 record = contract.load(path)
@@ -165,10 +165,10 @@ class FanOut:
             # which of reports/results it overwrites.
             home = store.path_for(dest, identity.of_record(record), cell.get("variant") or {})
             store.write(home, record)
+            users.own(home)
             kept.append(home)
         logs = staging / "logs"
         if logs.is_dir():
-            (self.reports / "logs").mkdir(parents=True, exist_ok=True)
             for path in sorted(logs.glob("*.log")):
                 if not LOG_NAME.match(path.name):
                     continue
@@ -177,15 +177,15 @@ class FanOut:
                 except (OSError, contract.InvalidResult) as exc:
                     self.say(plan.name, "left out log %s: %s" % (path.name, exc))
                     continue
-                result.write_text_atomic(str(self.reports / "logs" / ("%s--%s" % (
-                    plan.name, path.name))), data.decode("utf-8", "replace"))
+                users.write_text(self.reports / "logs" / ("%s--%s" % (plan.name, path.name)),
+                                 data.decode("utf-8", "replace"))
         return kept
 
     def _failed(self, plan: TargetPlan, outcome: ClusterRun, kind: str, message: str) -> None:
         """Every cell of the target recorded as failed with ``message``."""
         outcome.state, outcome.message = ClusterState.FAILED, message
         dest = self.reports / "results"
-        dest.mkdir(parents=True, exist_ok=True)
+        users.prepare_dirs(dest)
         target = self.matrix.targets[plan.name]
         host = Host(target.cpus or 1, None)  # the VM never answered: unknown
         for cell in plan.cells:
@@ -198,9 +198,7 @@ class FanOut:
                  % (message, len(plan.cells)))
 
     def _save_log(self, target: str, log: list[str]) -> None:
-        path = self.reports / "cloud" / ("%s.log" % target)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        result.write_text_atomic(str(path), "\n".join(log) + "\n")
+        users.write_text(self.reports / "cloud" / ("%s.log" % target), "\n".join(log) + "\n")
 
     # --- all targets
     def run(self) -> int:

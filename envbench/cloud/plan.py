@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from envbench import stats
+from envbench import stats, users
 from envbench.cells import dataset, expansion
 from envbench.cloud import sky as skyapi
 from envbench.cloud import tasks
@@ -134,9 +134,9 @@ def plan(matrix: Matrix, opts: Options, workdir: Path,
                        build_s=sum(BUILD_S[matrix.environments[e].kind]
                                    for e in {c.environment for c in todo}))
         if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
             p.yaml_path = out / ("%s.yaml" % config["name"])
-            p.yaml_path.write_text(yaml.safe_dump(tasks.redacted(config), sort_keys=False))
+            users.write_text(p.yaml_path, yaml.safe_dump(tasks.redacted(config),
+                                                         sort_keys=False))
             skyapi.validated_task(yaml.safe_load(p.yaml_path.read_text()))  # as written
         plans.append(p)
     return plans

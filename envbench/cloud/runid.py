@@ -19,7 +19,7 @@ import secrets
 import socket
 from pathlib import Path
 
-from envbench import cache
+from envbench import cache, users
 
 PREFIX = "envbench-"
 MACHINE_CHARS = 4
@@ -53,7 +53,7 @@ class RunClaim:
     def __init__(self, run: str | None = None) -> None:
         self.run = run or secrets.token_hex(RUN_CHARS // 2)
         folder = claims_dir()
-        folder.mkdir(parents=True, exist_ok=True)
+        users.cache_dirs(folder)
         self.path = folder / ("%s.lock" % self.run)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
@@ -62,6 +62,7 @@ class RunClaim:
             os.close(fd)
             raise
         self._fd: int | None = fd
+        users.own_like_folder(self.path)
 
     @property
     def prefix(self) -> str:

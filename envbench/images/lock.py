@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-from bench.result import write_text_atomic
+from envbench import users
 from envbench.errors import UserError
 from envbench.matrix import sources
 from envbench.matrix.models import Environment
@@ -215,7 +215,7 @@ def write(name: str, env: Environment, matrix_dir: Path, locks_dir: Path) -> Loc
             "uv-version = %s" % json.dumps(uv_version()),
             "inputs = %s" % json.dumps(json.dumps(values, sort_keys=True)), ""]
     path = path_for(locks_dir, name)
-    write_text_atomic(str(path), header + text.rstrip("\n") + "\n" + "\n".join(tool))
+    users.write_text(path, header + text.rstrip("\n") + "\n" + "\n".join(tool))
     return read(path)
 
 

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from envbench import cache, download
+from envbench import cache, download, users
 from envbench.errors import UserError
 from envbench.images.lock import Lock, Wheel
 
@@ -43,7 +43,7 @@ def sha256_of(path: Path) -> str:
 
 def _arrive(wheel: Wheel, source: Path | None, root: Path, out: TextIO) -> Path:
     final = path_for(wheel, root)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    users.cache_dirs(final.parent)
     fd, name = tempfile.mkstemp(prefix=".part-", dir=final.parent)
     os.close(fd)
     tmp = Path(name)
@@ -63,6 +63,7 @@ def _arrive(wheel: Wheel, source: Path | None, root: Path, out: TextIO) -> Path:
                             "the one locked; nothing was kept" % (wheel.filename, got,
                                                                    wheel.sha256))
         os.replace(tmp, final)
+        users.own_like_folder(final)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from envbench import cache, provision
+from envbench import cache, provision, users
 from envbench.errors import UserError
 
 if sys.version_info >= (3, 11):
@@ -47,6 +47,7 @@ def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout) -> Path
         tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
         raise UserError("could not fetch torch %s for Python %s: %s" % (torch, python, tail))
     marker.write_text("\n".join(wanted) + "\n")
+    users.own_like_folder(folder, tree=True)
     return folder
 
 
@@ -132,4 +133,5 @@ def ensure_kit_wheelhouse(python: str, out: TextIO = sys.stdout) -> Path:
         raise UserError("could not fetch the kit's packages for Python %s: %s" % (python, tail))
     (folder / "COMPLETE").unlink(missing_ok=True)  # a marker of kits before the manifest
     write_manifest(folder)
+    users.own_like_folder(folder, tree=True)
     return folder

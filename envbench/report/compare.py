@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import result
-from envbench import stats
+from envbench import stats, users
 from envbench.report import grouping, templating
 from envbench.report.grouping import Group
 from envbench.results.identity import variant_text
@@ -93,10 +92,9 @@ def render(changes: list[Change], old: str, new: str, threshold: float, out: Pat
                "skipped": skipped,
                "regressions": sum(c.flag == "regression" for c in changes),
                "improvements": sum(c.flag == "improvement" for c in changes)}
-    out.mkdir(parents=True, exist_ok=True)
     written = {"html": out / "compare.html", "md": out / "compare.md"}
     html = templating.html_env().get_template("compare.html.j2").render(**context)
-    result.write_text_atomic(written["html"], html)
+    users.write_text(written["html"], html)
     md = templating.markdown_env().get_template("compare.md.j2").render(**context)
-    result.write_text_atomic(written["md"], md)
+    users.write_text(written["md"], md)
     return written

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import result
+from envbench import users
 from envbench.errors import UserError
 from envbench.options import Options
 from envbench.report import (
@@ -112,13 +112,12 @@ def render(records: list[Result], skipped: list[tuple[str, str]], out: Path,
     context["cloud_runs"] = [run for run in cloud_runs or [] if run.target in targets]
     context["not_measured"] = unmeasured.sections(context)
     context["folded"] = {m.section for m in context["not_measured"]}
-    out.mkdir(parents=True, exist_ok=True)
     written = {"html": out / "index.html", "md": out / "summary.md", "csv": out / "results.csv"}
     html = templating.html_env().get_template("report.html.j2").render(**context)
-    result.write_text_atomic(written["html"], html)
+    users.write_text(written["html"], html)  # under sudo, the caller's, like the results
     md = templating.markdown_env().get_template("summary.md.j2").render(**context)
-    result.write_text_atomic(written["md"], md)
-    result.write_text_atomic(written["csv"], csvfile.text(context["groups"]))
+    users.write_text(written["md"], md)
+    users.write_text(written["csv"], csvfile.text(context["groups"]))
     return written
 
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bench import result
+from envbench import users
 from envbench.results import contract
 
 
@@ -62,8 +62,7 @@ def path_of(reports: Path) -> Path:
 
 def write(reports: Path, launcher: str, runs: list[ClusterRun]) -> Path:
     path = path_of(reports)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    result.write_text_atomic(str(path), json.dumps(
+    users.write_text(path, json.dumps(
         {"launcher": launcher, "runs": [run.as_record() for run in runs]}, indent=2) + "\n")
     return path
 
