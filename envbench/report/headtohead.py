@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from envbench import stats
 from envbench.cells.sensors import CONTENDED_SHARE
 from envbench.report import grouping, reference
 from envbench.report.formats import money
@@ -185,7 +186,8 @@ def ladder(groups: list[Group]) -> list[dict[str, Any]]:
 STATISTICS = ("Each cell's figure is the median of its steady epochs (every epoch after the first) "
               "within a repeat, then the median over repeats. The repeat is the unit of "
               "resampling: a ratio's 95%% interval is a two-stage percentile bootstrap (%d "
-              "resamples, seed %d) that draws repeats with replacement and then epochs within "
+              "resamples, seed %d; fewer, %d at least, where the repeats number in the "
+              "hundreds) that draws repeats with replacement and then epochs within "
               "each drawn repeat, since epochs of one repeat share a process and a host state and "
               "are not independent draws. With fewer than %d clean repeats on a side there is no "
               "interval. A verdict is given in words only when the interval excludes 1. Repeats "
@@ -194,4 +196,4 @@ STATISTICS = ("Each cell's figure is the median of its steady epochs (every epoc
               "left out of figures and verdicts wherever clean repeats exist, and the page says "
               "how many. Cells run in rounds, one repeat of every cell per round in a shuffled "
               "order, so that drift falls on every environment alike."
-              % (2000, 0, grouping.MIN_REPEATS, 100 * CONTENDED_SHARE))
+              % (2000, 0, stats.MIN_RESAMPLES, grouping.MIN_REPEATS, 100 * CONTENDED_SHARE))
