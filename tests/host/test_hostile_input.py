@@ -2,16 +2,22 @@
 so before any build, with the key path and no traceback."""
 from __future__ import annotations
 
+import io
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from envbench import provision
+from envbench.cloud import fetch, local, tasks
 from envbench.errors import MatrixError, UserError
 from envbench.images import dockerfile, wheelhouse
 from envbench.matrix import models, sources
 from envbench.matrix.models import Environment
+from envbench.results import clusters
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = "targets:\n  cpu: {device: cpu}\n"
@@ -165,3 +171,93 @@ def test_a_changed_lost_or_linked_kit_wheel_is_refused_by_name(tmp_path):
     (folder / "docker-7.1.0-py3-none-any.whl").symlink_to(tmp_path / "elsewhere.whl")
     with pytest.raises(UserError, match="docker-7.1.0-py3-none-any.whl, which is not a plain"):
         wheelhouse.check_manifest(folder)
+
+
+@pytest.mark.parametrize("name", ["cpu\n", "cpu\r", "cp\nu", "cpu\x1b[2J"])
+def test_a_name_with_a_trailing_newline_or_control_is_refused_with_the_key(name):
+    """`$` matched before a final newline, so "cpu\\n" passed as a name; \\Z does not."""
+    text = "environments:\n  a: {torch: \"2.13.0\"}\ntargets:\n  %s: {device: cpu}\n" \
+        % json.dumps(name)
+    with pytest.raises(MatrixError) as refused:
+        models.parse(text)
+    assert any(p.startswith("targets") for p in refused.value.problems), refused.value.problems
+
+
+def test_a_hostile_runs_json_leaves_out_what_is_not_the_kits(tmp_path):
+    """REPORTS/cloud/runs.json is read for the report's cloud table: a link, a FIFO, NaN,
+    and entries of the wrong shape are left out, never a traceback or a hang."""
+    good = {"target": "vm", "cluster": "envbench-vm", "accelerators": "CPU VM",
+            "infra": "ssh/local", "price_per_hour": 0.05, "price_source": "matrix",
+            "state": "done", "provisioned": True, "results": ["a.json"]}
+    path = clusters.path_of(tmp_path)
+    path.parent.mkdir(parents=True)
+    entries = [good, dict(good, cost="free"), dict(good, state="pwned"),
+               dict(good, results=[1]), dict(good, provisioned="yes"), ["not", "a", "run"]]
+    path.write_text(json.dumps({"runs": entries}))
+    assert [r.target for r in clusters.read(tmp_path)] == ["vm"]
+    path.write_text(json.dumps({"runs": [good]}).replace("0.05", "NaN"))
+    assert clusters.read(tmp_path) == []
+    path.write_text(json.dumps({"runs": "all of them"}))
+    assert clusters.read(tmp_path) == []
+    path.unlink()
+    path.symlink_to("/dev/zero")
+    assert clusters.read(tmp_path) == []
+    path.unlink()
+    os.mkfifo(path)  # a reader that opened it blocking would wait for a writer forever
+    assert clusters.read(tmp_path) == []
+
+
+def test_a_job_log_restores_only_valid_results_under_plain_names(tmp_path):
+    """The fallback from a VM's job log: bad base64, text that is not UTF-8, JSON that is no
+    result and names that leave the folder are refused with the reason; nothing is written."""
+    import base64
+
+    def line(name: str, payload: bytes) -> str:
+        return "(task, pid=7) %s %s %s" % (tasks.RESULT_MARKER, name,
+                                          base64.b64encode(payload).decode())
+
+    log = "\n".join([
+        "(task, pid=7) %s bad.json !!!not-base64!!!" % tasks.RESULT_MARKER,
+        "(task, pid=7) %s cut.json QUJ" % tasks.RESULT_MARKER,  # cut short
+        line("latin.json", "caf\xe9".encode("latin-1")),
+        line("notaresult.json", b'{"schema": 2}'),
+        line("../escape.json", b"{}"),
+        line(".hidden.json", b"{}"),
+    ])
+    written, refused = fetch.restore(log, tmp_path / "results")
+    assert written == [] and not (tmp_path / "results").exists()
+    reasons = dict(refused)
+    assert set(reasons) == {"cut.json", "latin.json", "notaresult.json", "../escape.json",
+                            ".hidden.json"}, refused  # bad.json: not even a marker line
+    assert reasons["../escape.json"] == reasons[".hidden.json"] == "not a result file name"
+    assert reasons["latin.json"].startswith("not base64 of UTF-8 text")
+    assert reasons["cut.json"].startswith("not base64 of UTF-8 text")
+    assert not list(tmp_path.parent.glob("escape.json"))
+
+
+def test_secrets_never_reach_a_command_line():
+    """The local launcher runs the task over ssh: the env (secrets included) goes through
+    ssh's stdin into a 0600 file, so no argv on either side (`ps`) carries a value."""
+    command = local.LocalLauncher._command(object(), {"HF_TOKEN": "s3cret-value"}, "echo run")
+    assert "s3cret-value" not in command and "HF_TOKEN" not in command
+    assert command.startswith(". %s && " % local.ENV_FILE)
+
+
+def test_apt_runs_noninteractive_through_sudo_with_no_stdin(tmp_path, monkeypatch):
+    """sudo drops DEBIAN_FRONTEND from the environment and a debconf prompt waits on stdin:
+    apt-get must get the variable on its command line and no terminal. A stand-in apt-get
+    on PATH records what it got (argv, the variable, whether stdin gave it anything)."""
+    if os.geteuid() != 0:
+        pytest.skip("apt_install runs apt-get directly only as root (else through sudo -n)")
+    record = tmp_path / "seen"
+    shim = tmp_path / "apt-get"
+    shim.write_text("#!/bin/sh\n"
+                    "echo \"argv=$*|frontend=$DEBIAN_FRONTEND|stdin=$(head -c 5)|\" >> %s\n"
+                    % record)
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    monkeypatch.delenv("DEBIAN_FRONTEND", raising=False)
+    provision.apt_install(["envbench-test-pkg"], io.StringIO())
+    assert record.read_text().splitlines() == [
+        "argv=update -qq|frontend=noninteractive|stdin=|",
+        "argv=install -y -qq envbench-test-pkg|frontend=noninteractive|stdin=|"]
