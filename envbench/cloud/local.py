@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from envbench import cache
 from envbench.cloud.launcher import LineSink, ProvisionFailed, Remote
-from envbench.engine import connection
+from envbench.engine import connection, textbuild
 from envbench.errors import UserError
 from envbench.images import baseimage, wheelhouse
 
@@ -69,16 +69,8 @@ def ensure_image(client: Any, base: str, out: TextIO = sys.stdout) -> str:
         return tag
     print("building %s (sshd and rsync on %s): the local launcher's VM" % (tag, base),
           file=out, flush=True)
-    spool = io.BytesIO()
-    with tarfile.open(fileobj=spool, mode="w") as tar:
-        data = recipe.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    spool.seek(0)
     try:
-        client.images.build(fileobj=spool, custom_context=True, tag=tag, rm=True, forcerm=True,
-                            pull=False)
+        textbuild.build(client, recipe, tag)
     except connection.ENGINE_ERRORS as exc:
         raise UserError("building the local VM image failed: %s" % connection.explain(exc))
     return tag

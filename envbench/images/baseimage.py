@@ -6,12 +6,10 @@ host is allowed to fetch packages.
 """
 from __future__ import annotations
 
-import io
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,7 +17,7 @@ from typing import Any, TextIO
 import docker
 
 from envbench import provision
-from envbench.engine import connection
+from envbench.engine import connection, textbuild
 from envbench.engine.connection import image_or_none
 from envbench.errors import UserError
 
@@ -139,16 +137,8 @@ def ensure_python_base(client: Any, base: str, out: TextIO = sys.stdout) -> str:
     dockerfile = ("FROM %s\nRUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install"
                   " -y --no-install-recommends python3 python3-venv && rm -rf "
                   "/var/lib/apt/lists/*\n" % base)
-    spool = io.BytesIO()
-    with tarfile.open(fileobj=spool, mode="w") as tar:
-        info = tarfile.TarInfo("Dockerfile")
-        data = dockerfile.encode()
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    spool.seek(0)
     try:
-        client.images.build(fileobj=spool, custom_context=True, tag=tag, rm=True,
-                             forcerm=True, pull=False)
+        textbuild.build(client, dockerfile, tag)
     except connection.ENGINE_ERRORS as exc:
         raise UserError("building %s failed: %s" % (tag, connection.explain(exc)))
     return tag

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 import docker
 
+from envbench.engine import textbuild
 from envbench.engine.connection import ENGINE_ERRORS, explain, image_or_none
 from envbench.errors import UserError
 from envbench.images import archs, wheelcache
@@ -169,15 +170,8 @@ def label_archs(client: docker.DockerClient, p: Plan, image: Any, out: TextIO) -
     if not flags:
         return image
     dockerfile = "FROM %s\nLABEL %s=%s\n" % (image.id, archs.LABEL, json.dumps(flags))
-    spool = io.BytesIO()
-    with tarfile.open(fileobj=spool, mode="w") as tar:
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(dockerfile.encode())
-        tar.addfile(info, io.BytesIO(dockerfile.encode()))
-    spool.seek(0)
     try:
-        client.images.build(fileobj=spool, custom_context=True, tag=p.tag, rm=True,
-                            forcerm=True, pull=False, network_mode="none")
+        textbuild.build(client, dockerfile, p.tag, network_mode="none")
     except ENGINE_ERRORS as exc:
         raise UserError("labelling %s with its architectures failed: %s" % (p.name,
                                                                            explain(exc)))

@@ -12,13 +12,11 @@ start); in a container without an engine, the first line says it is a container,
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -26,6 +24,7 @@ import pytest
 from conftest import ROOT
 
 from envbench import enginereach
+from envbench.engine import textbuild
 
 pytestmark = pytest.mark.e2e
 
@@ -56,14 +55,7 @@ def vm_image(client, base_tag) -> str:
     recipe = RECIPE.format(base=base_tag, user=USER)
     tag = "envbench-test/fresh-vm:%s" % hashlib.sha256(recipe.encode()).hexdigest()[:12]
     if not client.images.list(name=tag):
-        spool = io.BytesIO()
-        with tarfile.open(fileobj=spool, mode="w") as tar:
-            info = tarfile.TarInfo("Dockerfile")
-            info.size = len(recipe.encode())
-            tar.addfile(info, io.BytesIO(recipe.encode()))
-        spool.seek(0)
-        client.images.build(fileobj=spool, custom_context=True, tag=tag, rm=True,
-                            forcerm=True, pull=False)
+        textbuild.build(client, recipe, tag)
     return tag
 
 
