@@ -490,3 +490,193 @@ def test_the_compare_page_renders_in_a_browser(tmp_path):
                                              store.load_all([new])[0]),
                              str(old), str(new), 0.05, tmp_path / "cmp", [])
     assert_drawn(screenshot(written["html"], tmp_path, height=900))
+
+
+def _two_groups(repeats_newer: int = 3) -> tuple[grouping.Group, grouping.Group]:
+    records = [r for r in two_stacks(random.Random(1), factor=0.66)
+               if r["cell"]["target"] == "cpu" and not (
+                   r["cell"]["environment"] == "newer" and r["cell"]["repeat"] >= repeats_newer)]
+    groups = {g.environment: g for g in grouping.group(viewed(records))}
+    return groups["newer"], groups["zz-seed"]
+
+
+@pytest.mark.parametrize("ratio, ci, text", [
+    (1.523, (1.491, 1.554), "1.52× faster (1.49–1.55)"),
+    (0.5, (0.4, 0.625), "2.00× slower (1.60–2.50)"),
+    # The interval decides, at its very edge: touching 1 is no verdict either way.
+    (1.1, (1.0, 1.2), "no difference at this noise (1.00–1.20)"),
+    (0.9, (0.8, 1.0), "no difference at this noise (0.80–1.00)"),
+    (1.3, (0.99, 1.61), "no difference at this noise (0.99–1.61)"),
+])
+def test_the_verdict_in_words_is_exactly_what_the_interval_says(ratio, ci, text):
+    newer, seed = _two_groups()
+    assert headtohead.verdict(grouping.Speedup(newer, seed, ratio, ci)) == text
+
+
+def test_a_verdict_without_an_interval_or_a_comparison_says_so_exactly():
+    newer, seed = _two_groups(repeats_newer=2)
+    assert headtohead.verdict(grouping.Speedup(newer, seed, 1.104, None)) == (
+        "1.10× (too few repeats for an interval: 2 and 3, 3 needed a side)")
+    assert headtohead.verdict(None) == "—"
+
+
+def test_the_baseline_environment_is_the_one_asked_else_the_write_ups_else_the_first():
+    newer, seed = _two_groups()
+    assert headtohead.baseline_environment([newer, seed], "newer") == "newer"
+    assert headtohead.baseline_environment([newer, seed], "absent") is None  # not measured
+    assert headtohead.baseline_environment([newer, seed], None) == "zz-seed"  # by its stack
+    assert headtohead.baseline_environment([newer], None) == "newer"  # no write-up stack
+    assert headtohead.baseline_environment([], None) is None
+
+
+def test_the_head_to_head_table_puts_the_baseline_first_and_names_its_variant_and_marks():
+    """Rows: the baseline first even where its name sorts last, then the others by name;
+    the table's title parts are the variant's text and the marks, space-separated."""
+    rng = random.Random(5)
+    records = []
+    for env in ("zz-seed", "newer", "aa-older"):
+        for repeat in range(3):
+            r = make_record(env, "cpu", 256, repeat, rng, quick=True)
+            r["cell"]["data"] = {"source": "synthetic", "sha256": None}
+            records.append(r)
+    tables = headtohead.tables(grouping.group(viewed(records)), "zz-seed")
+    assert len(tables) == 1
+    (table,) = tables
+    assert (table.variant, table.marks) == ("batch_size=256", "quick synthetic data")
+    assert [name for name, _ in table.rows] == ["zz-seed", "aa-older", "newer"]
+    assert table.targets == [("cpu", CPU)]
+    base = table.rows[0][1]["cpu"]
+    assert base.is_baseline and base.versus is None and base.verdict == "baseline"
+    other = table.rows[1][1]["cpu"]
+    assert not other.is_baseline and other.versus.baseline is base.group
+
+
+def _sensed(record: dict, other_share: float, steal_share: float) -> dict:
+    """A clean repeat on which the host sensors saw some other use of the cell's cores."""
+    record["noise"] = {"host": {"cores": [0, 1], "samples": 10, "other_cpu_s": 0.1,
+                                "steal_s": 0.0, "other_cpu_share": other_share,
+                                "steal_share": steal_share},
+                       "gpu": None, "unavailable": None, "contended": False, "reasons": []}
+    return record
+
+
+def test_only_a_gpu_over_a_cpu_is_the_largest_gpu_cpu_speedup():
+    """A GPU over another GPU, or a CPU over a CPU, is no GPU/CPU speedup, however large."""
+    records = two_stacks(random.Random(3), factor=0.66)
+    groups = grouping.group(viewed(records))
+    on = {(g.environment, g.target): g for g in groups}
+    gpu_cpu = grouping.Speedup(on[("newer", "gpu")], on[("newer", "cpu")], 8.2, None)
+    noise = {"a": grouping.Speedup(on[("newer", "gpu")], on[("zz-seed", "gpu")], 50.0, None),
+             "b": grouping.Speedup(on[("newer", "cpu")], on[("zz-seed", "cpu")], 40.0, None),
+             "c": grouping.Speedup(on[("newer", "cpu")], on[("zz-seed", "gpu")], 30.0, None),
+             "d": gpu_cpu}
+    cards = {q: (a, w) for q, a, w in headtohead.cards(groups, noise)}
+    assert cards["Largest GPU/CPU speedup"] == (
+        "8.20×", "newer · %s · batch_size=256 over %s" % (GPU, CPU))
+
+
+def test_cards_break_ties_by_order_and_name_what_the_sensors_saw():
+    """Two stacks with identical epochs cost the same and are as noisy: the cards still
+    answer (the first in the report's order), and the noisiest says what was sensed."""
+    rng = random.Random(8)
+    records = []
+    for repeat in range(3):
+        one = make_record("one", "cpu", 256, repeat, rng)
+        two = copy.deepcopy(one)
+        two["cell"]["environment"] = "two"
+        records += [_sensed(one, 0.02 * (repeat + 1), 0.0), _sensed(two, 0.0, 0.03)]
+    groups = grouping.group(viewed(records))
+    cards = {q: (a, w) for q, a, w in headtohead.cards(groups, {})}
+    assert cards["Cheapest per run"][1] == "one · %s · batch_size=256" % CPU
+    answer, where = cards["Noisiest cell"]
+    assert where == "one · %s · batch_size=256; sensors: other processes used at most 6%% " \
+        "of its cores" % CPU
+    # The other one, alone: steal is what its sensors saw.
+    alone = [g for g in groups if g.environment == "two"]
+    cards = {q: (a, w) for q, a, w in headtohead.cards(alone, {})}
+    assert cards["Noisiest cell"][1] == "two · %s · batch_size=256; sensors: other processes " \
+        "used at most 0%% of its cores; steal up to 3%%" % CPU
+
+
+def test_the_contended_card_counts_what_was_left_out_and_why_and_the_noisiest_its_cv():
+    rng = random.Random(9)
+    records = []
+    for repeat, factor in enumerate((1.0, 1.5, 2.0)):  # repeat medians m, 1.5 m, 2 m
+        records.append(scaled(make_record("wide", "cpu", 256, repeat, rng), factor))
+    long_reason = "a throttling GPU " + "x" * 250  # a reason is 300 characters at most
+    for repeat in range(4):
+        r = make_record("calm", "cpu", 256, repeat, rng)
+        if repeat == 3:
+            _contended(r)
+        records.append(r)
+    extra = make_record("calm", "gpu", 256, 0, rng)
+    extra["noise"] = {"host": None, "gpu": None, "unavailable": None, "contended": True,
+                      "reasons": [long_reason]}
+    records.append(extra)
+    cards = {q: (a, w) for q, a, w in headtohead.cards(grouping.group(viewed(records)), {})}
+    # Eight finished repeats, two of them contended; the reasons sorted, joined, cut at 300.
+    assert cards["Contended repeats"] == (
+        "2 of 8 left out",
+        ("a throttling GPU " + "x" * 250 + "; another process took 40% of the cell's "
+         "cores")[:300])
+    # CV over the repeat medians, about m, 1.5 m, 2 m (sd 0.5 m over mean 1.5 m, a third),
+    # worked out from the raw epochs with the standard library.
+    medians = [statistics.median(e["wall_s"] for e in r["epochs"][1:]) for r in records[:3]]
+    cv = statistics.stdev(medians) / statistics.mean(medians)
+    assert 0.3 < cv < 0.37 and cards["Noisiest cell"][0] == "CV %.1f%%" % (100 * cv)
+
+
+def test_a_cell_without_a_variant_is_named_by_stack_and_target_alone():
+    records = []
+    for repeat in range(3):
+        r = make_record("plain", "cpu", 256, repeat, random.Random(repeat))
+        r["cell"]["variant"] = {}
+        records.append(r)
+    cards = {q: (a, w) for q, a, w in headtohead.cards(grouping.group(viewed(records)), {})}
+    assert cards["Fastest configuration"][1] == "plain · %s" % CPU
+
+
+def _failed_repeat(record: dict) -> dict:
+    """The same cell, failed: an error, no epochs, no figures."""
+    record["status"] = "failed"
+    record["error"] = {"type": "OutOfMemory", "message": "killed"}
+    record["summary"] = dict.fromkeys(result.REQUIRED["summary"])
+    record["epochs"] = []
+    return record
+
+
+def test_the_ladder_steps_past_an_option_that_failed_and_shows_a_slower_one_as_slower():
+    """pipeline=resident failed in every repeat: the ladder goes on with amp, whose two
+    values were both slower than off; the faster of them is the step, below 1×. A start
+    whose every repeat failed has no ladder."""
+    rng = random.Random(10)
+    seconds = {("classic", "off"): 1.0, ("classic", "bf16"): 1.25, ("classic", "fp16"): 1.6,
+               ("resident", "off"): None}
+    records = []
+    for batch in (256, 32):
+        for (pipeline, amp), factor in seconds.items():
+            for repeat in range(2):
+                r = make_record("stack", "cpu", batch, repeat, rng)
+                r["cell"]["variant"] = {"batch_size": batch, "pipeline": pipeline, "amp": amp}
+                r["config"].update(pipeline=pipeline, amp=amp)
+                if factor is None or batch == 32:
+                    records.append(_failed_repeat(r))  # batch 32: nothing ran at all
+                else:
+                    records.append(scaled(r, factor))
+    chains = headtohead.ladder(grouping.group(viewed(records)))
+    assert len(chains) == 1 and chains[0]["start"].batch_size == 256
+    (step,) = chains[0]["steps"]
+    assert (step["option"], step["value"]) == ("amp", "bf16")
+    cells = _by_cell_variant(records)
+    start = _median_epoch(cells[(256, "classic", "off")])
+    bf16 = _median_epoch(cells[(256, "classic", "bf16")])
+    assert step["step"] == pytest.approx(start / bf16) and step["step"] < 1
+    assert step["total"] == pytest.approx(start / bf16)
+
+
+def _by_cell_variant(records: list[dict]) -> dict[tuple, list[dict]]:
+    cells: dict[tuple, list[dict]] = {}
+    for r in records:
+        v = r["cell"]["variant"]
+        cells.setdefault((v["batch_size"], v["pipeline"], v["amp"]), []).append(r)
+    return cells
