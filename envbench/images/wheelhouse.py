@@ -11,6 +11,7 @@ from typing import TextIO
 
 from envbench import cache, provision, users
 from envbench.errors import UserError
+from envbench.images.wheelcache import sha256_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,21 +65,13 @@ NOXW_REQUIREMENTS = Path(__file__).resolve().parents[2] / "tools" / "noxw-requir
 MANIFEST = "MANIFEST.sha256"  # written last: the folder is whole, and these are its files
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name != MANIFEST)
 
 
 def write_manifest(folder: Path) -> None:
     """Record each fetched file's sha256, so that what the VMs install is what was fetched."""
-    lines = ["%s  %s" % (_digest(p), p.name) for p in _files(folder)]
+    lines = ["%s  %s" % (sha256_of(p), p.name) for p in _files(folder)]
     (folder / MANIFEST).write_text("\n".join(lines) + "\n")
 
 
@@ -98,7 +91,7 @@ def check_manifest(folder: Path) -> None:
         if path.is_symlink() or not path.is_file():
             raise UserError("the kit's wheelhouse holds %s, which is not a plain file%s"
                             % (path.name, again))
-        if _digest(path) != listed.pop(path.name):
+        if sha256_of(path) != listed.pop(path.name):
             raise UserError("the kit's wheelhouse file %s changed since it was fetched (its "
                             "sha256 differs)%s" % (path.name, again))
     if listed:
