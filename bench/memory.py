@@ -72,7 +72,31 @@ def cgroup_peaks():
     return None, None, None
 
 
-def snapshot(device):
+def gpu_peaks(indices):
+    """[peak allocated, peak reserved] bytes of each CUDA device in ``indices``."""
+    import torch
+
+    return [[torch.cuda.max_memory_allocated(i), torch.cuda.max_memory_reserved(i)]
+            for i in indices]
+
+
+def gpu_fields(device_peaks):
+    """The record's GPU fields from {device index: (allocated, reserved)} of every device
+    the run trained on: the peaks are the largest device's (under dp the first device also
+    gathers the outputs; under ddp each rank has its own), and past one device each is
+    listed, so that a multi-GPU figure is never one device's alone."""
+    fields = {"gpu_peak_allocated_bytes": max(a for a, _ in device_peaks.values()),
+              "gpu_peak_reserved_bytes": max(r for _, r in device_peaks.values())}
+    if len(device_peaks) > 1:
+        fields["gpu_devices"] = [
+            {"index": index, "peak_allocated_bytes": a, "peak_reserved_bytes": r}
+            for index, (a, r) in sorted(device_peaks.items())]
+    return fields
+
+
+def snapshot(device, device_peaks=None):
+    """The run's memory peaks. ``device_peaks`` (see gpu_fields) names every device the run
+    trained on where there is more than one; else the one device is read here."""
     import torch
 
     cgroup_peak, swap_peak, swap_method = cgroup_peaks()
@@ -87,6 +111,8 @@ def snapshot(device):
         "gpu_peak_reserved_bytes": None,
     }
     if device.type == "cuda":
-        record["gpu_peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
-        record["gpu_peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
+        if not device_peaks:
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            device_peaks = {index: tuple(gpu_peaks([index])[0])}
+        record.update(gpu_fields(device_peaks))
     return record

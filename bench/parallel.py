@@ -13,6 +13,7 @@ ddp   DistributedDataParallel with one process per device: NCCL on CUDA, gloo on
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -176,6 +177,24 @@ def wrap(net, world, autocast=None):
             return DistributedDataParallel(net, device_ids=[world.device_index])
         return DistributedDataParallel(net)
     return net
+
+
+def syncs_gradients(step, accumulate, common_steps):
+    """Whether micro-step ``step`` (1-based) all-reduces its gradients under ddp.
+
+    Only the step that ends an accumulation group needs to: the others run under no_sync and
+    their gradients add up locally until that step reduces the sum. Every rank must decide
+    alike, so past the steps every rank has (``common_steps``: shards may differ by one
+    batch) each step syncs, and a rank's last step never leaves gradients unreduced."""
+    return step % accumulate == 0 or step >= common_steps
+
+
+def gradient_sync(wrapped, world, sync):
+    """The context of one micro-step's forward and backward: DDP's no_sync where it keeps
+    its gradients local, else nothing."""
+    if world.mode == "ddp" and not sync:
+        return wrapped.no_sync()
+    return contextlib.nullcontext()
 
 
 def gather(world, numbers):

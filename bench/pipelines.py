@@ -82,6 +82,10 @@ class Classic:
         """Samples DistributedSampler repeats so that every rank gets as many (all ranks)."""
         return self.sampler.total_size - self.train_size if self.sampler is not None else 0
 
+    def common_steps(self):
+        """The train batches every rank has: all of them (DistributedSampler evens the shards)."""
+        return len(self.train_loader)
+
     def train_batches(self, epoch=0):
         if self.sampler is not None:
             self.sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
@@ -112,6 +116,13 @@ class Resident:
 
     def repeated_per_epoch(self):
         return 0
+
+    def common_steps(self):
+        """The train batches every rank has. Rank r's shard holds ceil((N - r) / world_size)
+        samples, so the last rank's, N // world_size, is the smallest: the others may have
+        one batch more."""
+        rank_samples = self.train_size // self.shard[1] if self.shard else self.train_size
+        return -(-rank_samples // self.batch_size)
 
     def train_batches(self, epoch=0):
         order = torch.randperm(self.train_size, device=self.train_x.device,

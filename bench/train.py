@@ -129,7 +129,8 @@ def train(config, record, world, store_path=None):
     torch.manual_seed(config["seed"])
     if device.type == "cuda":
         torch.cuda.set_device(device)
-        torch.cuda.reset_peak_memory_stats(device)
+        for index in _trained_devices(device, world):
+            torch.cuda.reset_peak_memory_stats(index)
     record["env"] = fingerprint.collect(device)
     record["parallel"] = world.record(config["batch_size"], threads)
     quantize_eval = config["quantize_eval"] != "off"
@@ -164,10 +165,12 @@ def train(config, record, world, store_path=None):
     optimizer = torch.optim.SGD(net.parameters(), lr=config["lr"], momentum=config["momentum"])
     clock = PhaseClock(cuda=device.type == "cuda")
     forward_dtype = None
+    # Every micro-step syncs outside ddp's accumulation: no_sync is never asked for.
+    common_steps = pipeline.common_steps() if world.mode == "ddp" and accumulate > 1 else 0
 
     for epoch in range(config["epochs"]):
         loss_sum = torch.zeros((), device=device)
-        steps = samples = 0
+        steps = samples = grad_syncs = 0
         optimizer.zero_grad(set_to_none=True)
         parallel.barrier(world)  # every rank starts the epoch's clock together
         start = perf_counter()
@@ -181,19 +184,24 @@ def train(config, record, world, store_path=None):
                 if config["channels_last"]:
                     images = images.contiguous(memory_format=torch.channels_last)
                 clock.mark("h2d")
-                with autocast():
-                    outputs = model(images)
-                    loss = criterion(outputs, labels)
-                if forward_dtype is None:
-                    # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
-                    forward_dtype = str(outputs.dtype).replace("torch.", "")
-                loss_sum += loss.detach().float()
-                clock.mark("forward")
-                # Dividing by 1 would be one more kernel per step for nothing.
-                scaled = loss / accumulate if accumulate > 1 else loss
-                (scaler.scale(scaled) if scaler is not None else scaled).backward()
-                clock.mark("backward")
+                # Under ddp a micro-step inside an accumulation group keeps its gradients
+                # local: one all-reduce per optimizer step, not one per micro-step.
+                sync = parallel.syncs_gradients(steps + 1, accumulate, common_steps)
+                with parallel.gradient_sync(wrapped, world, sync):
+                    with autocast():
+                        outputs = model(images)
+                        loss = criterion(outputs, labels)
+                    if forward_dtype is None:
+                        # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
+                        forward_dtype = str(outputs.dtype).replace("torch.", "")
+                    loss_sum += loss.detach().float()
+                    clock.mark("forward")
+                    # Dividing by 1 would be one more kernel per step for nothing.
+                    scaled = loss / accumulate if accumulate > 1 else loss
+                    (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                    clock.mark("backward")
                 steps += 1
+                grad_syncs += sync
                 samples += labels.shape[0]
                 if steps % accumulate == 0:
                     _step(optimizer, scaler)
@@ -203,11 +211,11 @@ def train(config, record, world, store_path=None):
                 clock.mark("optimizer")
         phases = clock.resolve()
         wall = perf_counter() - start
-        gathered = parallel.gather(world, [wall, samples, steps]
+        gathered = parallel.gather(world, [wall, samples, steps, grad_syncs]
                                    + [phases[p] for p in result.PHASES])
         ranks = [{"rank": rank, "wall_s": round(row[0], 6), "samples": int(row[1]),
-                  "steps": int(row[2]),
-                  "phases_s": {p: round(v, 6) for p, v in zip(result.PHASES, row[3:])}}
+                  "steps": int(row[2]), "grad_syncs": int(row[3]),
+                  "phases_s": {p: round(v, 6) for p, v in zip(result.PHASES, row[4:])}}
                  for rank, row in enumerate(gathered)]
         if not world.main:
             continue
@@ -233,16 +241,38 @@ def train(config, record, world, store_path=None):
                  "%.4f" % train_loss if train_loss is not None else "not finite",
                  100 * accuracy, test_s), flush=True)
 
+    device_peaks = _device_peaks(device, world)
     if world.main:
         if quantize_eval:
             record["quantized_eval"] = quantize.evaluate(net, pipeline.test_batches())
-        record["memory"] = memory.snapshot(device)
+        record["memory"] = memory.snapshot(device, device_peaks)
         record["summary"] = summarise(record["epochs"], weights_sha256(net), forward_dtype)
         if config.get("save_weights"):
             torch.save(net.state_dict(), config["save_weights"])
     parallel.barrier(world)  # the others wait for rank 0's test pass before leaving
     parallel.finish(world, model, wrapped)
     return record
+
+
+def _trained_devices(device, world):
+    """The CUDA devices this process trains on: dp's replicas are all its own."""
+    if world.mode == "dp":
+        return list(range(world.size))
+    return [device.index if device.index is not None else torch.cuda.current_device()]
+
+
+def _device_peaks(device, world):
+    """{device index: (allocated, reserved)} of every device the run trained on, on rank 0;
+    None off CUDA. Under ddp each rank reads its own and rank 0 gathers them (a collective:
+    every rank calls this)."""
+    if device.type != "cuda":
+        return None
+    indices = _trained_devices(device, world)
+    peaks = memory.gpu_peaks(indices)
+    if not world.distributed:
+        return {index: tuple(peak) for index, peak in zip(indices, peaks)}
+    rows = parallel.gather(world, [indices[0]] + peaks[0])
+    return {int(row[0]): (int(row[1]), int(row[2])) for row in rows}
 
 
 def _step(optimizer, scaler):

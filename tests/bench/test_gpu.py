@@ -51,3 +51,20 @@ def test_bf16_on_a_gpu_runs_in_bf16_or_is_refused_by_capability(tmp_path):
     else:
         assert code == 1 and record["error"]["type"] == "UnsupportedOption"
         assert "compute capability 8.0" in record["error"]["message"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2,
+                    reason="one CUDA GPU here: every device's peak needs two or more")
+@pytest.mark.parametrize("mode", ["dp", "ddp"])
+def test_a_multi_gpu_run_records_every_devices_memory_peak(tmp_path, mode):
+    count = torch.cuda.device_count()
+    code, record, out = run_bench(tmp_path, "--device", "cuda", "--synthetic", "--limit",
+                                  "4096", "--limit-test", "1024", "--epochs", "2",
+                                  "--batch-size", "256", "--pipeline", "resident",
+                                  "--parallel", mode, "--nproc", str(count))
+    assert code == 0, out
+    memory = record["memory"]
+    devices = memory["gpu_devices"]
+    assert [d["index"] for d in devices] == list(range(count))
+    assert all(0 < d["peak_allocated_bytes"] <= d["peak_reserved_bytes"] for d in devices)
+    assert memory["gpu_peak_allocated_bytes"] == max(d["peak_allocated_bytes"] for d in devices)

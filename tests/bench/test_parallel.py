@@ -185,3 +185,53 @@ def test_dp_replicas_compute_in_the_runs_autocast_dtype_in_their_own_threads():
     thread.start()
     thread.join()
     assert seen == {"dtype": torch.bfloat16, "bare": torch.float32}
+
+
+def test_ddp_accumulation_all_reduces_once_per_optimizer_step():
+    """A real DDP module in a one-rank gloo group, with a comm hook that counts the
+    all-reduces it is asked for: under bench's micro-step rule, 7 micro-steps accumulating by
+    3 reduce at steps 3, 6 and the last, 7; without no_sync it would be all 7."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel
+
+    from bench import parallel
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        wrapped = DistributedDataParallel(torch.nn.Linear(4, 2))
+        reduced = []
+
+        def counting(state, bucket):
+            reduced.append(1)
+            return default_hooks.allreduce_hook(None, bucket)
+
+        wrapped.register_comm_hook(None, counting)
+        world = parallel.World("ddp", 1, backend="gloo")
+        synced = []
+        for step in range(1, 8):
+            sync = parallel.syncs_gradients(step, 3, common_steps=7)
+            before = len(reduced)
+            with parallel.gradient_sync(wrapped, world, sync):
+                wrapped(torch.ones(2, 4)).sum().backward()
+            synced.append(len(reduced) - before)
+        assert synced == [0, 0, 1, 0, 0, 1, 1]
+        # The gradient the last reduce carried is the sum of all 7 micro-steps'.
+        one = torch.ones(2, 4).sum(0)
+        assert torch.allclose(wrapped.module.weight.grad, 7 * one.expand(2, 4))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_ranks_sync_alike_past_an_uneven_shard_and_count_their_syncs(tmp_path):
+    # 2001 samples in batches of 100: rank 0 has 11 batches, rank 1 10 (the steps every rank
+    # has). Accumulating by 4, both reduce at steps 4, 8 and 10; rank 0 also at its 11th,
+    # which rank 1 answers through join.
+    code, record, out = run_bench(tmp_path, *SMALL, "--limit", "2001", "--epochs", "1",
+                                  "--batch-size", "100", "--accumulate", "4",
+                                  "--parallel", "ddp", "--nproc", "2", "--threads", "2")
+    assert code == 0, out
+    (epoch,) = record["epochs"]
+    assert [r["steps"] for r in epoch["ranks"]] == [11, 10]
+    assert [r["grad_syncs"] for r in epoch["ranks"]] == [4, 3]

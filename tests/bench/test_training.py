@@ -285,3 +285,17 @@ def test_a_sigterm_during_a_deferred_section_ends_the_run_after_it():
             time.sleep(5)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_gpu_peaks_of_several_devices_are_the_largest_and_each_is_listed():
+    from bench import memory
+
+    fields = memory.gpu_fields({1: (300, 512), 0: (700, 1024), 2: (100, 2048)})
+    assert fields == {"gpu_peak_allocated_bytes": 700, "gpu_peak_reserved_bytes": 2048,
+                      "gpu_devices": [
+                          {"index": 0, "peak_allocated_bytes": 700, "peak_reserved_bytes": 1024},
+                          {"index": 1, "peak_allocated_bytes": 300, "peak_reserved_bytes": 512},
+                          {"index": 2, "peak_allocated_bytes": 100, "peak_reserved_bytes": 2048}]}
+    # One device: its peaks, and no list.
+    assert memory.gpu_fields({0: (5, 8)}) == {"gpu_peak_allocated_bytes": 5,
+                                              "gpu_peak_reserved_bytes": 8}
