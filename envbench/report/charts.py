@@ -95,10 +95,17 @@ def phase_breakdown(groups: list[Group]) -> str | None:
             widths = [g.phases[phase] for g in rows]
         ax.barh(range(len(rows)), widths, left=left, color=PHASE_COLOURS[phase], label=phase)
         left = [a + b for a, b in zip(left, widths)]
-    ax.set_yticks(range(len(rows)), [label(g) for g in rows], fontsize=8)
+    # The epoch itself, as a tick: where phases overlap (a GPU-bound CUDA cell) their bar
+    # runs past it, and the row says so instead of showing an "other" of zero.
+    ax.plot([grouping.seconds(g) for g in rows], range(len(rows)), linestyle="none",
+            marker="|", markersize=16, markeredgewidth=2, color="black", label="epoch")
+    ax.set_yticks(range(len(rows)), [label(g) + (" · phases overlap (%.0f%%)"
+                                                 % (100 * g.phase_overlap)
+                                                 if g.phase_overlap is not None else "")
+                                     for g in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("seconds per epoch by phase (median over steady epochs)")
-    ax.legend(ncol=6, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.legend(ncol=7, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     return to_svg(fig, "phases")
 
 

@@ -17,6 +17,9 @@ from envbench.results.identity import Identity, variant_text
 from envbench.results.record import Epoch, Result
 
 NOISY_CV = 0.05
+# Phases are rounded to microseconds and marked apart from the epoch's own clock: a sum up
+# to 1% past the epoch is rounding, past it the phases ran at the same time.
+PHASE_OVERLAP_TOLERANCE = 0.01
 # Below this many clean repeats, a bootstrap of the repeats says nothing honest.
 MIN_REPEATS = 3
 # The value each swept optimisation is measured against ("what you get without it").
@@ -151,6 +154,10 @@ class Group:
                 out.append(problem)
         if len(self.measured_names) > 1:
             out.append("repeats measured different hardware")
+        overlap = self.phase_overlap
+        if overlap is not None:
+            out.append("phases overlap: they add up to %.0f%% of the epoch (host data waits ran "
+                       "while the GPU computed); read them as times, not shares" % (100 * overlap))
         return out
 
     @property
@@ -266,6 +273,18 @@ class Group:
             return {}
         return {p: stats.median([e.phase(p) for e in epochs])
                 for p in result.PHASES}
+
+    @property
+    def phase_overlap(self) -> float | None:
+        """The phases' sum over the epoch (median over steady epochs) where it passes the
+        epoch, else None. On CUDA, data is host time and the other phases device time: in a
+        GPU-bound loop the host waits for its next batch while the GPU still computes."""
+        epochs = [e for e in self.steady_epochs if e.wall_s > 0]
+        if not epochs:
+            return None
+        ratio = stats.median([sum(e.phase(p) for p in result.PHASES) / e.wall_s
+                              for e in epochs])
+        return ratio if ratio > 1 + PHASE_OVERLAP_TOLERANCE else None
 
     def share(self, phase: str) -> float | None:
         epochs = self.steady_epochs

@@ -412,3 +412,36 @@ def test_money_is_written_out_not_in_scientific_notation():
     assert [formats.money(v) for v in (None, 0, 4.87e-06, 8.62e-05, 0.0148, 0.5, 1.234)] == [
         "—", "$0.00", "$0.00000487", "$0.0000862", "$0.0148", "$0.500", "$1.23"]
     assert formats.money(1e-13) == "<$0.000000001"
+
+
+def test_a_gpu_bound_cells_overlapping_phases_are_said_to_overlap(tmp_path):
+    """On CUDA, data is host time and the rest device time: a GPU-bound loop's phases add up
+    to more than its epoch. The cell says by how much; a cell within rounding says nothing."""
+    import random
+    rng = random.Random(3)
+    bound = make_record("bound-env", "gpu", 256, 0, rng)
+    for epoch in bound["epochs"]:
+        wall = epoch["wall_s"]
+        epoch["phases_s"] = {"data": 0.30 * wall, "h2d": 0.02 * wall, "forward": 0.35 * wall,
+                             "backward": 0.40 * wall, "optimizer": 0.08 * wall}
+    bound["epochs"][2]["phases_s"]["data"] = 0.60 * bound["epochs"][2]["wall_s"]
+    rounding = make_record("rounding-env", "gpu", 256, 0, rng)
+    for epoch in rounding["epochs"]:
+        epoch["phases_s"] = {p: (1.009 / 5) * epoch["wall_s"] for p in result.PHASES}
+    folder = tmp_path / "results"
+    for i, record in enumerate((bound, rounding)):
+        result.write_atomic(str(folder / ("%d.json" % i)), record)
+    page = pages.render_files([folder], tmp_path / "out")["html"].read_text()
+    # Steady epochs (after the first) add up to 115%, 145%, 115%, 115%: the median is 115%.
+    sums = sorted(sum(e["phases_s"].values()) / e["wall_s"] for e in bound["epochs"][1:])
+    expected = (sums[1] + sums[2]) / 2
+    assert round(100 * expected) == 115
+    warning = ("⚠ phases overlap: they add up to %.0f%% of the epoch (host data waits ran "
+               "while the GPU computed); read them as times, not shares" % (100 * expected))
+    assert warning in _row(page, "bound-env|gpu|batch_size=256|")
+    title = "NVIDIA GeForce RTX 3060 Laptop GPU · batch_size=256"
+    # The chart's row labels: the overlapping row says by how much, the other says nothing.
+    assert "bound-env · %s · phases overlap (%.0f%%)" % (title, 100 * expected) in page
+    assert "rounding-env · %s<" % title in page.replace("</text>", "<")
+    assert "phases overlap" not in _row(page, "rounding-env|gpu|batch_size=256|")
+    assert "rounding-env · %s · phases overlap" % title not in page
