@@ -60,18 +60,18 @@ def _version(flag: str) -> tuple[int, int]:
     return int(digits[:-1]), int(digits[-1])
 
 
-# The published build lists of the default matrix's CUDA stacks (x86_64 wheels):
-# torch 1.12's cu116 wheels from pytorch/builder's manywheel/build_cuda.sh; torch 2.14's
-# cu128 and cu130 wheels from pytorch/pytorch's .ci/manywheel/build_cuda.sh ("+PTX" there
-# is PTX for the last architecture).
+# The build lists of the default matrix's CUDA stacks (x86_64 wheels): torch 1.12's cu116
+# wheels from pytorch/builder's manywheel/build_cuda.sh; torch 2.14's cu128 wheels from
+# pytorch/pytorch's .ci/manywheel/build_cuda.sh. The cu130 list is read from the wheel
+# itself (torch 2.14.1 on PyPI, torch._C._cuda_getArchFlags() in a built image, as CI's
+# CUDA image test does): it has no PTX, whatever a build script's "+PTX" suggested.
 KNOWN: dict[tuple[str, str], Archs] = {
     ("1.12", "11.6"): Archs(("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"),
                             "pytorch/builder manywheel/build_cuda.sh (torch 1.12, CUDA 11.6)"),
     ("2.14", "12.8"): Archs(("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
                             "pytorch .ci/manywheel/build_cuda.sh (CUDA 12.8)"),
-    ("2.14", "13.0"): Archs(("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120",
-                             "compute_120"),
-                            "pytorch .ci/manywheel/build_cuda.sh (CUDA 13.0)"),
+    ("2.14", "13.0"): Archs(("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+                            "torch 2.14.1's CUDA 13.0 wheel, its compiled list"),
 }
 
 

@@ -1,0 +1,131 @@
+"""A real CUDA image, built and run on this GPU-less machine: PyPI's Linux torch wheels are
+CUDA builds, so the default matrix's CUDA 13 stack locks, fetches (~3 GB, kept in the host's
+cache for the next run), builds offline and trains on the CPU target. Its GPU cell is refused
+with one sentence before anything is built, its compiled architectures become the image's
+label, and the doctor judges a GPU by that label, not by the published table."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, envbench
+
+from envbench.engine import gpu
+from envbench.images import archs
+
+pytestmark = pytest.mark.e2e
+
+NAME = "cuda13-on-cpu"
+MATRIX = """\
+environments:
+  %s:
+    python: "3.11"
+    torch: "2.14.1"
+    cuda: "13.0"
+    base: "${ENVBENCH_PYTHON_BASE}"
+targets:
+  cpu: {device: cpu, label: "this CPU", price_per_hour: 0}
+  gpu: {device: cuda, gpus: 1, label: "A GPU", price_per_hour: 1.0}
+benchmark: {epochs: 2, batch_size: 64, pipeline: resident, repeats: 1, limit: 512,
+            limit_test: 256, data: synthetic}
+""" % NAME
+
+
+@pytest.fixture(scope="module")
+def cuda_run(client, e2e_env, tmp_path_factory):
+    if "nvidia" in (client.info().get("Runtimes") or {}):
+        pytest.skip("this engine has the NVIDIA runtime: the GPU cell would run, not be refused")
+    # Built afresh each time (the wheels stay cached): the build is what is under test.
+    for image in client.images.list(filters={"label": "envbench.environment=%s" % NAME}):
+        client.images.remove(image.id, force=True)
+    folder = tmp_path_factory.mktemp("cuda")
+    matrix = folder / "matrix.yaml"
+    matrix.write_text(MATRIX)
+    reports = folder / "reports"
+    proc = envbench(e2e_env, "bench", "--matrix", matrix, "--reports", reports,
+                    "--order", "grouped", timeout=3000)
+    print(proc.stdout)
+    records = {json.loads(p.read_text())["cell"]["target"]: json.loads(p.read_text())
+               for p in (reports / "results").glob("*.json")}
+    yield proc, records, matrix
+    # 6 GB the later tests' images may need.
+    for image in client.images.list(filters={"label": "envbench.environment=%s" % NAME}):
+        client.images.remove(image.id, force=True)
+
+
+def test_the_cuda_stack_trains_on_the_cpu_target_and_its_gpu_cell_is_refused_unbuilt(cuda_run):
+    proc, records, _ = cuda_run
+    assert "Traceback" not in proc.stdout
+    # A GPU cell that cannot run fails the run's exit code; the CPU cell still ran.
+    assert proc.returncode == 1, proc.stdout[-4000:]
+    out = proc.stdout
+    refused = "GPU cells cannot run on this host: %s" % gpu.NO_RUNTIME
+    # Said before the build began: the refusal costs no wheels and no image.
+    assert refused in out and out.index(refused) < out.index("%s: building" % NAME)
+    assert set(records) == {"cpu", "gpu"}
+    gpu_cell = records["gpu"]
+    assert gpu_cell["status"] == "failed"
+    assert gpu_cell["error"] == {"type": "GpuUnavailable", "message": gpu.NO_RUNTIME}
+    cpu_cell = records["cpu"]
+    assert cpu_cell["status"] == "ok", cpu_cell.get("error")
+    env = cpu_cell["env"]
+    # What ran is the CUDA build: torch 2.14.1 compiled for CUDA 13.0, on the CPU.
+    assert env["torch"].split("+")[0] == "2.14.1"
+    assert env["cuda"] == "13.0", env
+    assert env["gpu_count"] == 0 and env["device_name"] == env["cpu_model"]
+    assert env["packages"]["torch"].split("+")[0] == "2.14.1"
+    assert len(cpu_cell["epochs"]) == 2
+    assert all(e["samples"] == 512 for e in cpu_cell["epochs"])
+
+
+def test_the_image_carries_its_architectures_and_no_builder_stage_is_left(client, cuda_run):
+    (image,) = client.images.list(filters={"label": "envbench.environment=%s" % NAME})
+    label = image.labels[archs.LABEL]
+    # Read from the wheel inside the image, and what the doctor assumes for the stack before
+    # it is built: the two must agree (this test found the table's PTX entry wrong).
+    assert set(archs.Archs.parse(label, "label").flags) == set(
+        archs.KNOWN[("2.14", "13.0")].flags), label
+    assert not client.images.list(filters={"label": "envbench.stage=builder"})
+
+
+def test_the_image_refuses_to_build_a_stack_the_matrix_misnames(client, e2e_env, cuda_run,
+                                                                 tmp_path):
+    """The build-time assertion: the same wheels claimed as CUDA 12.8 stop the build, with
+    both versions named (the wheels come from the cache: nothing is fetched again)."""
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(MATRIX.replace('cuda: "13.0"', 'cuda: "12.8"')
+                      .replace(NAME, "claims-cuda-12-8"))
+    proc = envbench(e2e_env, "build", "--matrix", matrix, "--reports", tmp_path, timeout=1800)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "Traceback" not in proc.stdout
+    assert "building claims-cuda-12-8 failed" in proc.stdout
+    assert "torch built for CUDA 13.0, matrix says 12.8" in proc.stdout
+    assert "fetching" not in proc.stdout.lower()
+    # A failed build leaves no builder stage behind either.
+    assert not client.images.list(filters={"label": "envbench.stage=builder"})
+
+
+def test_the_doctor_judges_a_gpu_by_the_built_images_label(cuda_run, tmp_path):
+    """A host whose nvidia-smi reports a V100 (sm_70, which CUDA 13 dropped): the doctor
+    rules the stack out, naming the image it read the architectures from."""
+    _, _, matrix = cuda_run
+    script = tmp_path / "bin" / "nvidia-smi"
+    script.parent.mkdir()
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$*" != "%s" ]; then echo "unexpected: $*" >&2; exit 6; fi\n'
+        "echo 'Tesla V100-SXM2-16GB, 580.95.05, 16384 MiB, 7.0'\n"
+        % " ".join(gpu.HOST_QUERY[1:]))
+    script.chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (script.parent, os.environ["PATH"]))
+    proc = subprocess.run([sys.executable, "-m", "envbench", "doctor", "--matrix", str(matrix)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if NAME in x)
+    assert line.startswith("✘ %s (torch 2.14.1+cu130) has kernels for sm_75–sm_120, no PTX; "
+                           "this Tesla V100-SXM2-16GB is sm_70" % NAME), line
+    assert "from the image envbench/%s:" % NAME in line, line
+    assert proc.returncode == 1
