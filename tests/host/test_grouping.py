@@ -1,0 +1,146 @@
+"""The report's groups read back against the records they came from: each expected figure is
+computed here from the JSON (statistics' median, sums, the records' own fields), never by
+calling the grouping code it checks."""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+from report_fixture import make_record, viewed
+
+from envbench.report import grouping
+
+
+def _groups(records: list[dict]) -> list[grouping.Group]:
+    return grouping.group(viewed(records))
+
+
+def _retarget(record: dict, target: str) -> dict:
+    record["cell"]["target"] = target
+    record["cell"]["id"] = record["cell"]["id"].replace(record["cell"]["id"].split("-")[-3],
+                                                        target, 1)
+    return record
+
+
+def _steady_median(record: dict) -> float:
+    return statistics.median(e["wall_s"] for e in record["epochs"][1:])
+
+
+def test_the_baseline_is_the_first_cpu_target_even_where_a_gpu_target_sorts_first():
+    rng = random.Random(1)
+    records = [_retarget(make_record("env", "gpu", 256, 0, rng), "a100"),
+               _retarget(make_record("env", "cpu", 256, 0, rng), "zen4"),
+               _retarget(make_record("env", "cpu", 256, 0, rng), "zz-cpu")]
+    groups = _groups(records)
+    assert sorted(g.target for g in groups) == ["a100", "zen4", "zz-cpu"]
+    assert grouping.choose_baseline(groups, None) == "zen4"
+    # No CPU target: the first target; nothing at all: none.
+    assert grouping.choose_baseline([g for g in groups if g.target == "a100"], None) == "a100"
+    assert grouping.choose_baseline([], None) is None
+    assert grouping.choose_baseline(groups, "a100") == "a100"
+    assert grouping.choose_baseline(groups, "tpu") is None
+
+
+def test_a_memory_peak_is_the_largest_over_the_finished_repeats():
+    rng = random.Random(2)
+    repeats = [make_record("env", "gpu", 256, i, rng) for i in range(4)]
+    peaks = [5 * 2**30, None, 7 * 2**30, 9 * 2**30]
+    for record, peak in zip(repeats, peaks):
+        record["memory"]["gpu_peak_allocated_bytes"] = peak
+    repeats[3]["status"] = "failed"  # a failed repeat's figure is not the group's
+    repeats[3]["error"] = {"type": "OutOfMemory", "message": "killed"}
+    (g,) = _groups(repeats)
+    assert len(g.ok) == 3
+    assert g.memory("gpu_peak_allocated_bytes") == 7 * 2**30
+    assert g.memory("gpu_peak_reserved_bytes") == max(
+        r["memory"]["gpu_peak_reserved_bytes"] for r in repeats[:3])
+    (cpu,) = _groups([make_record("env", "cpu", 256, 0, rng)])
+    assert cpu.memory("gpu_peak_allocated_bytes") is None
+
+
+def test_curves_are_per_epoch_medians_over_repeats_skipping_a_missing_value():
+    rng = random.Random(3)
+    repeats = [make_record("env", "cpu", 256, i, rng) for i in range(3)]
+    repeats[1]["epochs"][1]["train_loss"] = None  # not finite: bench writes null
+    for record in repeats:
+        record["epochs"][2]["train_loss"] = None
+    repeats[2]["epochs"].pop()  # one repeat stopped an epoch early
+    (g,) = _groups(repeats)
+    loss = g.curve("train_loss")
+    assert len(loss) == 4  # as long as the shortest repeat
+    for i in (0, 1, 3):
+        seen = [r["epochs"][i]["train_loss"] for r in repeats
+                if r["epochs"][i]["train_loss"] is not None]
+        assert loss[i] == statistics.median(seen)
+    assert math.isnan(loss[2])  # no repeat has a value there
+    assert g.curve("test_acc") == [statistics.median(r["epochs"][i]["test_acc"] for r in repeats)
+                                   for i in range(4)]
+    failed = make_record("gone", "cpu", 256, 0, rng)
+    failed.update(status="failed", error={"type": "BuildFailed", "message": "x"}, epochs=[])
+    (nothing,) = _groups([failed])
+    assert nothing.curve("train_loss") == []
+
+
+def test_time_to_accuracy_counts_the_epoch_that_reaches_the_goal_exactly():
+    rng = random.Random(4)
+    repeats = [make_record("env", "gpu", 256, i, rng) for i in range(3)]
+    # The fixture's accuracy climbs 0.36, 0.42, 0.48...: 0.48 is reached at the third epoch.
+    assert [e["test_acc"] for e in repeats[0]["epochs"]][2] == 0.48
+    (g,) = _groups(repeats)
+    expected = statistics.median(sum(e["wall_s"] for e in r["epochs"][:3]) for r in repeats)
+    assert g.time_to_accuracy(0.48) == pytest.approx(expected, rel=1e-12)
+    price = repeats[0]["cell"]["price_per_hour"]
+    assert g.cost_to_accuracy(0.48) == pytest.approx(price * expected / 3600, rel=1e-12)
+    assert g.time_to_accuracy(0.99) is None and g.cost_to_accuracy(0.99) is None
+
+
+def _swept(env: str, batch: int, amp: str, factor: float, rng: random.Random) -> dict:
+    record = make_record(env, "gpu", batch, 0, rng, factor=factor)
+    record["config"]["amp"] = amp
+    record["cell"]["variant"] = {"batch_size": batch, "amp": amp}
+    record["cell"]["id"] += "-" + amp
+    return record
+
+
+def test_an_optimisations_effect_is_against_the_group_that_differs_only_in_it():
+    rng = random.Random(5)
+    off = _swept("env", 256, "off", 1.0, rng)
+    bf16 = _swept("env", 256, "bf16", 0.6, rng)
+    lone = _swept("env", 32, "bf16", 0.6, rng)   # no amp-off run at batch 32: no effect
+    early = _swept("a-env", 256, "off", 1.0, rng)  # sorts first, and is a baseline only
+    groups = _groups([off, bf16, lone, early])
+    by_id = {(g.environment, g.batch_size, g.config["amp"]): g for g in groups}
+    effects = grouping.effects(groups)
+    assert [(o, v, g.key, b.key) for o, v, g, b, _ in effects] == [
+        ("amp", "bf16", by_id[("env", 256, "bf16")].key, by_id[("env", 256, "off")].key)]
+    assert effects[0][4] == pytest.approx(_steady_median(off) / _steady_median(bf16),
+                                          rel=1e-12)
+
+
+def test_the_fingerprint_table_lists_each_columns_own_values_and_marks_what_differs():
+    rng = random.Random(6)
+    old = make_record("old-env", "gpu", 256, 0, rng, torch="1.12.1+cu116", cuda="11.6")
+    new = make_record("new-env", "cpu", 256, 0, rng)
+    old["env"]["image"]["lock_sha256"] = "1" * 64
+    new["env"]["image"]["lock_sha256"] = "2" * 64
+    new["env"]["image"]["base_digest"] = "python@sha256:" + "ee" * 32
+    old["env"]["packages"] = {"numpy": "1.26.4", "torch": "1.12.1+cu116"}
+    new["env"]["packages"] = {"numpy": "1.26.4", "torch": "2.5.1"}
+    columns, rows, values, differ = grouping.fingerprints(_groups([old, new]))
+    assert columns == [("new-env", "cpu"), ("old-env", "gpu")]
+    assert rows == list(grouping.FINGERPRINT_KEYS) + list(grouping.RESOURCE_ROWS) + [
+        "image", "base digest", "lock", "bench_sha256", "package torch"]
+    order = (new, old)
+    assert values["image"] == [r["env"]["image"]["id"] for r in order]
+    assert values["base digest"] == [r["env"]["image"]["base_digest"] for r in order]
+    assert values["lock"] == ["2" * 64, "1" * 64]
+    assert values["bench_sha256"] == [r["env"]["bench_sha256"] for r in order]
+    assert values["torch"] == ["2.5.1", "1.12.1+cu116"]
+    assert values["CPU quota"] == [r["cell"]["resources"]["cpus"] for r in order]
+    assert values["package torch"] == ["2.5.1", "1.12.1+cu116"]
+    assert "package numpy" not in values  # the same version on both sides
+    assert {"image", "base digest", "lock", "torch", "cuda", "CPU quota",
+            "package torch"} <= differ
+    assert "bench_sha256" not in differ and "cpu_model" not in differ and "python" in differ
