@@ -6,6 +6,7 @@ are read through the typed view (envbench.results.record.Result).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,7 +101,8 @@ class Group:
         hosts = [r.noise.host for r in self.ok if r.noise and r.noise.host]
         shares = [h["other_cpu_share"] for h in hosts if h.get("other_cpu_share") is not None]
         steals = [h["steal_share"] for h in hosts if h.get("steal_share") is not None]
-        reasons = sorted({reason for r in self.contended if r.noise for reason in r.noise.reasons})
+        reasons = _ranges(sorted({reason for r in self.contended if r.noise
+                                  for reason in r.noise.reasons}))
         if not reasons and shares:
             reasons = ["other processes used at most %.0f%% of its cores" % (100 * max(shares))]
         if steals and max(steals) >= 0.01:
@@ -361,6 +363,28 @@ class Speedup:
     def left_out(self) -> int:
         """Contended repeats left out of the ratio and its interval, both sides."""
         return len(self.group.left_out) + len(self.baseline.left_out)
+
+
+_PERCENT = re.compile(r"\d+(?:\.\d+)?%")
+
+
+def _ranges(reasons: list[str]) -> list[str]:
+    """Reasons that differ only in their one percentage, said once with the range: ten
+    contended repeats read 'other processes used 51–53% of …', not ten sentences."""
+    values: dict[str, list[float]] = {}
+    for reason in reasons:
+        found = _PERCENT.findall(reason)
+        shape = _PERCENT.sub("{}", reason) if len(found) == 1 else reason
+        values.setdefault(shape, []).extend(float(f[:-1]) for f in found[:1] if shape != reason)
+    out = []
+    for shape, seen in values.items():
+        if not seen:
+            out.append(shape)
+            continue
+        low, high = min(seen), max(seen)
+        span = "%g%%" % low if low == high else "%g–%g%%" % (low, high)
+        out.append(shape.replace("{}", span))
+    return out
 
 
 def group(records: list[Result], keep_contended: bool = False) -> list[Group]:

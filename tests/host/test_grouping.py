@@ -144,3 +144,23 @@ def test_the_fingerprint_table_lists_each_columns_own_values_and_marks_what_diff
     assert {"image", "base digest", "lock", "torch", "cuda", "CPU quota",
             "package torch"} <= differ
     assert "bench_sha256" not in differ and "cpu_model" not in differ and "python" in differ
+
+
+def test_contended_repeats_that_differ_only_in_a_share_are_said_once_with_the_range():
+    rng = random.Random(7)
+    repeats = [make_record("env", "cpu", 256, i, rng) for i in range(4)]
+    shares = [0.51, 0.53, 0.52, None]
+    for record, share in zip(repeats, shares):
+        reasons = [] if share is None else [
+            "other processes used %.0f%% of the cell's CPU time on cores 0,1" % (100 * share)]
+        if share == 0.53:
+            reasons.append("the GPU throttled (hw_slowdown)")
+        record["noise"] = {"host": {"cores": [0, 1], "samples": 10, "other_cpu_s": 0.1,
+                                    "steal_s": 0.0, "other_cpu_share": share or 0.01,
+                                    "steal_share": 0.0},
+                           "gpu": None, "unavailable": None, "contended": bool(reasons),
+                           "reasons": reasons}
+    (g,) = _groups(repeats)
+    assert len(g.contended) == 3
+    assert g.noise_seen == ("other processes used 51–53% of the cell's CPU time on cores 0,1; "
+                            "the GPU throttled (hw_slowdown)")
