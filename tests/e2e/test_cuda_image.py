@@ -1,8 +1,9 @@
 """A real CUDA image, built and run on this GPU-less machine: PyPI's Linux torch wheels are
 CUDA builds, so the default matrix's CUDA 13 stack locks, fetches (~3 GB, kept in the host's
-cache for the next run), builds offline and trains on the CPU target. Its GPU cell is refused
-with one sentence before anything is built, its compiled architectures become the image's
-label, and the doctor judges a GPU by that label, not by the published table."""
+cache for the next run), builds with its wheels offline and trains on the CPU target, with
+torch.compile. Its GPU cell is refused with one sentence before anything is built, its
+compiled architectures become the image's label, and the doctor judges a GPU by that label,
+not by the table of known stacks."""
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ targets:
   cpu: {device: cpu, label: "this CPU", price_per_hour: 0}
   gpu: {device: cuda, gpus: 1, label: "A GPU", price_per_hour: 1.0}
 benchmark: {epochs: 2, batch_size: 64, pipeline: resident, repeats: 1, limit: 512,
-            limit_test: 256, data: synthetic}
+            limit_test: 256, data: synthetic, compile: default}
 """ % NAME
 
 
@@ -77,6 +78,8 @@ def test_the_cuda_stack_trains_on_the_cpu_target_and_its_gpu_cell_is_refused_unb
     assert env["cuda"] == "13.0", env
     assert env["gpu_count"] == 0 and env["device_name"] == env["cpu_model"]
     assert env["packages"]["torch"].split("+")[0] == "2.14.1"
+    # torch.compile ran in the CUDA image too (it has gcc, g++ and Python.h for inductor).
+    assert cpu_cell["config"]["compile"] == "default"
     assert len(cpu_cell["epochs"]) == 2
     assert all(e["samples"] == 512 for e in cpu_cell["epochs"])
 
