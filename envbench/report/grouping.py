@@ -425,7 +425,9 @@ def _mark(groups: list[Group]) -> None:
             others = [o.identity for o in same if o is not g]
             extra = []
             if any(o.image_id != g.identity.image_id for o in others):
-                extra.append("image %s" % (g.identity.image_id or "none")[7:19])
+                # An id is "sha256:<hex>": its first 12 hex digits, as `docker images` shows.
+                image = g.identity.image_id
+                extra.append("image %s" % (image[7:19] if image else "none"))
             if any(o.data.sha256 != g.identity.data.sha256 for o in others):
                 extra.append("data %s" % (g.identity.data.sha256 or "?")[:8])
             if any(o.resources != g.identity.resources or o.options != g.identity.options

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
 
 import pytest
@@ -162,5 +163,71 @@ def test_contended_repeats_that_differ_only_in_a_share_are_said_once_with_the_ra
                            "reasons": reasons}
     (g,) = _groups(repeats)
     assert len(g.contended) == 3
+    # By default the contended repeats are left out of the figures: the clean one stands.
+    assert len(g.left_out) == 3 and [r.cell.repeat for r in g.clean] == [3]
     assert g.noise_seen == ("other processes used 51–53% of the cell's CPU time on cores 0,1; "
                             "the GPU throttled (hw_slowdown)")
+
+
+def test_groups_that_share_a_row_are_told_apart_by_image_data_or_run():
+    rng = random.Random(8)
+    lone = make_record("alone", "cpu", 256, 0, rng)  # sorts nowhere near the others
+    base = make_record("env", "cpu", 256, 0, rng)
+    other_image = make_record("env", "cpu", 256, 0, rng)
+    other_image["env"]["image"]["id"] = "sha256:" + "ab12" * 16
+    no_image = make_record("env", "cpu", 256, 0, rng)
+    no_image["env"]["image"]["id"] = None
+    other_data = make_record("env", "gpu", 256, 0, rng)
+    twin_data = make_record("env", "gpu", 256, 0, rng)
+    twin_data["cell"]["data"] = dict(twin_data["cell"]["data"], sha256="9f" * 32)
+    other_run = make_record("env", "gpu", 32, 0, rng)
+    twin_run = make_record("env", "gpu", 32, 0, rng)
+    twin_run["cell"]["resources"] = dict(twin_run["cell"]["resources"], memory="8g")
+    groups = _groups([lone, base, other_image, no_image, other_data, twin_data, other_run,
+                      twin_run])
+    marks = sorted(((g.target, g.batch_size, g.marks) for g in groups), key=str)
+    own_id = base["env"]["image"]["id"]
+    assert ("cpu", 256, ()) in marks  # alone in its row: nothing to tell apart
+    assert ("cpu", 256, ("image %s" % own_id[7:19],)) in marks
+    assert ("cpu", 256, ("image %s" % ("ab12" * 3),)) in marks
+    assert ("cpu", 256, ("image none",)) in marks
+    assert ("gpu", 256, ("data %s" % base["cell"]["data"]["sha256"][:8],)) in marks
+    assert ("gpu", 256, ("data 9f9f9f9f",)) in marks
+    runs = [m for t, b, m in marks if b == 32]
+    assert len(runs) == 2 and runs[0] != runs[1]
+    assert all(len(m) == 1 and re.fullmatch(r"run [0-9a-f]{8}", m[0]) for m in runs), runs
+
+
+def test_a_speedup_needs_a_finished_repeat_on_both_sides():
+    rng = random.Random(9)
+    done = make_record("env", "cpu", 256, 0, rng)
+    failed = make_record("env", "gpu", 256, 0, rng)
+    failed.update(status="failed", error={"type": "BuildFailed", "message": "x"}, epochs=[])
+    ok, gone = sorted(_groups([done, failed]), key=lambda g: g.target)
+    assert grouping.speedup(ok, gone) is None and grouping.speedup(gone, ok) is None
+    with pytest.raises(AssertionError, match=r"\('env', 'gpu', 'batch_size=256', ''\) has "
+                                             r"no finished repeat"):
+        grouping.seconds(gone)
+
+
+def test_reproducibility_spreads_accuracy_across_stacks_and_checks_identical_weights():
+    rng = random.Random(10)
+    a = [make_record("a-env", "cpu", 256, i, rng) for i in range(2)]
+    b = [make_record("b-env", "cpu", 256, i, rng) for i in range(3)]
+    for record, acc in zip(b, (0.41, 0.45, 0.43)):
+        record["summary"]["final_test_acc"] = acc
+    for record in a:
+        record["summary"]["weights_sha256"] = "1" * 64
+    b[2]["summary"]["weights_sha256"] = "2" * 64
+    single = make_record("c-env", "gpu", 256, 0, rng)  # alone at its point, one repeat
+    loose = [make_record("d-env", "gpu", 32, i, rng) for i in range(2)]
+    for record in loose:
+        record["config"]["deterministic"] = False
+    out = grouping.reproducibility(_groups(a + b + [single] + loose))
+    a_acc = statistics.median(r["summary"]["final_test_acc"] for r in a)
+    assert out["accuracy_spread"] == [("cpu", "batch_size=256", min(a_acc, 0.43),
+                                       max(a_acc, 0.43), pytest.approx(abs(a_acc - 0.43)))]
+    # a's two repeats wrote one digest, b's three two: only deterministic multi-repeat groups.
+    assert [(g.environment, same) for g, same in out["weights"]] == [("a-env", True),
+                                                                     ("b-env", False)]
+    assert out["bench_hashes"] == sorted({r["env"]["bench_sha256"] for r in a + b})
