@@ -108,16 +108,26 @@ def _swept(env: str, batch: int, amp: str, factor: float, rng: random.Random) ->
 def test_an_optimisations_effect_is_against_the_group_that_differs_only_in_it():
     rng = random.Random(5)
     off = _swept("env", 256, "off", 1.0, rng)
+    off_again = _swept("env", 256, "off", 1.0, rng)
+    off_again["cell"]["repeat"] = 1
     bf16 = _swept("env", 256, "bf16", 0.6, rng)
     lone = _swept("env", 32, "bf16", 0.6, rng)   # no amp-off run at batch 32: no effect
     early = _swept("a-env", 256, "off", 1.0, rng)  # sorts first, and is a baseline only
-    groups = _groups([off, bf16, lone, early])
-    by_id = {(g.environment, g.batch_size, g.config["amp"]): g for g in groups}
+    # Another GPU target with the same options: never the baseline of this target's cells.
+    elsewhere = _retarget(_swept("env", 256, "off", 0.5, rng), "a100")
+    # bf16 with other workers: no amp-off run has those, so no effect.
+    other_workers = _swept("env", 256, "bf16", 0.6, rng)
+    other_workers["config"]["workers"] = 4
+    # Group identities come from the first repeat seen: here off's repeat 1.
+    groups = _groups([elsewhere, off_again, off, bf16, lone, early, other_workers])
+    by_id = {(g.environment, g.target, g.batch_size, g.config["amp"], g.config["workers"]): g
+             for g in groups}
     effects = grouping.effects(groups)
     assert [(o, v, g.key, b.key) for o, v, g, b, _ in effects] == [
-        ("amp", "bf16", by_id[("env", 256, "bf16")].key, by_id[("env", 256, "off")].key)]
-    assert effects[0][4] == pytest.approx(_steady_median(off) / _steady_median(bf16),
-                                          rel=1e-12)
+        ("amp", "bf16", by_id[("env", "gpu", 256, "bf16", 2)].key,
+         by_id[("env", "gpu", 256, "off", 2)].key)]
+    off_median = statistics.median([_steady_median(off), _steady_median(off_again)])
+    assert effects[0][4] == pytest.approx(off_median / _steady_median(bf16), rel=1e-12)
 
 
 def test_the_fingerprint_table_lists_each_columns_own_values_and_marks_what_differs():
@@ -127,12 +137,12 @@ def test_the_fingerprint_table_lists_each_columns_own_values_and_marks_what_diff
     old["env"]["image"]["lock_sha256"] = "1" * 64
     new["env"]["image"]["lock_sha256"] = "2" * 64
     new["env"]["image"]["base_digest"] = "python@sha256:" + "ee" * 32
-    old["env"]["packages"] = {"numpy": "1.26.4", "torch": "1.12.1+cu116"}
-    new["env"]["packages"] = {"numpy": "1.26.4", "torch": "2.5.1"}
+    old["env"]["packages"] = {"numpy": "1.26.4", "torch": "1.12.1+cu116", "PyYAML": "6.0"}
+    new["env"]["packages"] = {"numpy": "1.26.4", "torch": "2.5.1", "PyYAML": "6.0.2"}
     columns, rows, values, differ = grouping.fingerprints(_groups([old, new]))
     assert columns == [("new-env", "cpu"), ("old-env", "gpu")]
     assert rows == list(grouping.FINGERPRINT_KEYS) + list(grouping.RESOURCE_ROWS) + [
-        "image", "base digest", "lock", "bench_sha256", "package torch"]
+        "image", "base digest", "lock", "bench_sha256", "package PyYAML", "package torch"]
     order = (new, old)
     assert values["image"] == [r["env"]["image"]["id"] for r in order]
     assert values["base digest"] == [r["env"]["image"]["base_digest"] for r in order]
@@ -205,9 +215,23 @@ def test_a_speedup_needs_a_finished_repeat_on_both_sides():
     failed.update(status="failed", error={"type": "BuildFailed", "message": "x"}, epochs=[])
     ok, gone = sorted(_groups([done, failed]), key=lambda g: g.target)
     assert grouping.speedup(ok, gone) is None and grouping.speedup(gone, ok) is None
-    with pytest.raises(AssertionError, match=r"\('env', 'gpu', 'batch_size=256', ''\) has "
-                                             r"no finished repeat"):
+    with pytest.raises(AssertionError) as refused:
         grouping.seconds(gone)
+    assert str(refused.value) == "('env', 'gpu', 'batch_size=256', '') has no finished repeat"
+
+
+def test_rows_of_one_environment_and_target_go_by_batch_size_as_numbers():
+    rng = random.Random(11)
+    groups = _groups([make_record("env", "cpu", b, 0, rng) for b in (256, 32, 64)])
+    assert [g.batch_size for g in groups] == [32, 64, 256]
+
+
+def test_a_range_is_made_of_reasons_with_one_percentage_only():
+    assert grouping._ranges(["a GPU throttled", "b used 1%", "b used 2.5%"]) == [
+        "a GPU throttled", "b used 1–2.5%"]
+    assert grouping._ranges(["b used 51%"]) == ["b used 51%"]
+    # Two percentages in one reason: left as they are, one sentence each.
+    assert grouping._ranges(["x 1% of 5%", "x 2% of 5%"]) == ["x 1% of 5%", "x 2% of 5%"]
 
 
 def test_reproducibility_spreads_accuracy_across_stacks_and_checks_identical_weights():
