@@ -190,11 +190,13 @@ def test_groups_that_share_a_row_are_told_apart_by_image_data_or_run():
     other_data = make_record("env", "gpu", 256, 0, rng)
     twin_data = make_record("env", "gpu", 256, 0, rng)
     twin_data["cell"]["data"] = dict(twin_data["cell"]["data"], sha256="9f" * 32)
+    unknown_data = make_record("env", "gpu", 256, 0, rng)
+    unknown_data["cell"]["data"] = dict(unknown_data["cell"]["data"], sha256=None)
     other_run = make_record("env", "gpu", 32, 0, rng)
     twin_run = make_record("env", "gpu", 32, 0, rng)
     twin_run["cell"]["resources"] = dict(twin_run["cell"]["resources"], memory="8g")
-    groups = _groups([lone, base, other_image, no_image, other_data, twin_data, other_run,
-                      twin_run])
+    groups = _groups([lone, base, other_image, no_image, other_data, twin_data, unknown_data,
+                      other_run, twin_run])
     marks = sorted(((g.target, g.batch_size, g.marks) for g in groups), key=str)
     own_id = base["env"]["image"]["id"]
     assert ("cpu", 256, ()) in marks  # alone in its row: nothing to tell apart
@@ -203,6 +205,7 @@ def test_groups_that_share_a_row_are_told_apart_by_image_data_or_run():
     assert ("cpu", 256, ("image none",)) in marks
     assert ("gpu", 256, ("data %s" % base["cell"]["data"]["sha256"][:8],)) in marks
     assert ("gpu", 256, ("data 9f9f9f9f",)) in marks
+    assert ("gpu", 256, ("data ?",)) in marks
     runs = [m for t, b, m in marks if b == 32]
     assert len(runs) == 2 and runs[0] != runs[1]
     assert all(len(m) == 1 and re.fullmatch(r"run [0-9a-f]{8}", m[0]) for m in runs), runs
