@@ -137,12 +137,16 @@ def test_the_fingerprint_table_lists_each_columns_own_values_and_marks_what_diff
     old["env"]["image"]["lock_sha256"] = "1" * 64
     new["env"]["image"]["lock_sha256"] = "2" * 64
     new["env"]["image"]["base_digest"] = "python@sha256:" + "ee" * 32
-    old["env"]["packages"] = {"numpy": "1.26.4", "torch": "1.12.1+cu116", "PyYAML": "6.0"}
-    new["env"]["packages"] = {"numpy": "1.26.4", "torch": "2.5.1", "PyYAML": "6.0.2"}
+    old["env"]["packages"] = {"numpy": "1.26.4", "torch": "1.12.1+cu116", "PyYAML": "6.0",
+                              "jinja2": "3.1.4"}
+    new["env"]["packages"] = {"numpy": "1.26.4", "torch": "2.5.1", "PyYAML": "6.0.2",
+                              "jinja2": "3.1.6"}
     columns, rows, values, differ = grouping.fingerprints(_groups([old, new]))
     assert columns == [("new-env", "cpu"), ("old-env", "gpu")]
     assert rows == list(grouping.FINGERPRINT_KEYS) + list(grouping.RESOURCE_ROWS) + [
-        "image", "base digest", "lock", "bench_sha256", "package PyYAML", "package torch"]
+        # Packages in name order whatever the case: jinja2 before PyYAML.
+        "image", "base digest", "lock", "bench_sha256", "package jinja2", "package PyYAML",
+        "package torch"]
     order = (new, old)
     assert values["image"] == [r["env"]["image"]["id"] for r in order]
     assert values["base digest"] == [r["env"]["image"]["base_digest"] for r in order]
