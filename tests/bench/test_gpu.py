@@ -54,7 +54,8 @@ def test_bf16_on_a_gpu_runs_in_bf16_or_is_refused_by_capability(tmp_path):
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2,
-                    reason="one CUDA GPU here: every device's peak needs two or more")
+                    reason="%d CUDA GPU(s) here: every device's peak needs two or more"
+                    % torch.cuda.device_count())
 @pytest.mark.parametrize("mode", ["dp", "ddp"])
 def test_a_multi_gpu_run_records_every_devices_memory_peak(tmp_path, mode):
     count = torch.cuda.device_count()
