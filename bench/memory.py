@@ -94,11 +94,9 @@ def gpu_fields(device_peaks):
     return fields
 
 
-def snapshot(device, device_peaks=None):
-    """The run's memory peaks. ``device_peaks`` (see gpu_fields) names every device the run
-    trained on where there is more than one; else the one device is read here."""
-    import torch
-
+def snapshot(device_peaks=None):
+    """The run's memory peaks. ``device_peaks`` (see gpu_fields): every CUDA device the run
+    trained on, None off CUDA."""
     cgroup_peak, swap_peak, swap_method = cgroup_peaks()
     own, worker = rss_peaks()
     record = {
@@ -110,9 +108,6 @@ def snapshot(device, device_peaks=None):
         "gpu_peak_allocated_bytes": None,
         "gpu_peak_reserved_bytes": None,
     }
-    if device.type == "cuda":
-        if not device_peaks:
-            index = device.index if device.index is not None else torch.cuda.current_device()
-            device_peaks = {index: tuple(gpu_peaks([index])[0])}
+    if device_peaks:
         record.update(gpu_fields(device_peaks))
     return record

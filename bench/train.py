@@ -245,7 +245,7 @@ def train(config, record, world, store_path=None):
     if world.main:
         if quantize_eval:
             record["quantized_eval"] = quantize.evaluate(net, pipeline.test_batches())
-        record["memory"] = memory.snapshot(device, device_peaks)
+        record["memory"] = memory.snapshot(device_peaks)
         record["summary"] = summarise(record["epochs"], weights_sha256(net), forward_dtype)
         if config.get("save_weights"):
             torch.save(net.state_dict(), config["save_weights"])

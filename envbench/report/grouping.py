@@ -371,19 +371,25 @@ _PERCENT = re.compile(r"\d+(?:\.\d+)?%")
 def _ranges(reasons: list[str]) -> list[str]:
     """Reasons that differ only in their one percentage, said once with the range: ten
     contended repeats read 'other processes used 51–53% of …', not ten sentences."""
-    values: dict[str, list[float]] = {}
+    # Keyed by the text around the percentage (a reason with none or several is its own key):
+    # no placeholder that a reason read from a result file could itself contain.
+    values: dict[tuple[str, str], list[float]] = {}
     for reason in reasons:
-        found = _PERCENT.findall(reason)
-        shape = _PERCENT.sub("{}", reason) if len(found) == 1 else reason
-        values.setdefault(shape, []).extend(float(f[:-1]) for f in found[:1] if shape != reason)
+        found = list(_PERCENT.finditer(reason))
+        if len(found) != 1:
+            values.setdefault((reason, ""), [])
+            continue
+        match = found[0]
+        around = (reason[:match.start()], reason[match.end():])
+        values.setdefault(around, []).append(float(match.group()[:-1]))
     out = []
-    for shape, seen in values.items():
+    for (before, after), seen in values.items():
         if not seen:
-            out.append(shape)
+            out.append(before)
             continue
         low, high = min(seen), max(seen)
         span = "%g%%" % low if low == high else "%g–%g%%" % (low, high)
-        out.append(shape.replace("{}", span))
+        out.append(before + span + after)
     return out
 
 
