@@ -680,3 +680,62 @@ def _by_cell_variant(records: list[dict]) -> dict[tuple, list[dict]]:
         v = r["cell"]["variant"]
         cells.setdefault((v["batch_size"], v["pipeline"], v["amp"]), []).append(r)
     return cells
+
+
+def _model(record: dict, name: str, parameters: int, flops: int,
+           quantised: tuple | None = None) -> dict:
+    out = copy.deepcopy(record)
+    out["cell"]["variant"] = {"model": name}
+    out["config"].update(model=name, quantize_eval="off" if quantised is None else "dynamic")
+    out["model"] = {"name": name, "parameters": parameters, "flops_per_image": flops}
+    if quantised is not None:
+        keys = ("float_test_acc", "float_test_s", "test_acc", "test_s", "float_weight_bytes",
+                "weight_bytes")
+        out["quantized_eval"] = dict({"method": "dynamic", "device": "cpu"},
+                                     **{k: v for k, v in zip(keys, quantised)})
+    return out
+
+
+def test_the_models_table_gives_each_groups_model_and_its_median_quantised_pass(tmp_path):
+    rng = random.Random(8)
+    # Per repeat: float acc, float s, int8 acc, int8 s, float weight bytes, int8 weight bytes.
+    passes = [(0.60, 2.0, 0.58, 1.2, None, 70_000),
+              (0.62, 2.4, 0.59, 1.0, None, 69_000),
+              (0.61, 2.2, 0.57, 1.1, None, None)]
+    records = []
+    for repeat in range(3):
+        r = make_record("stack", "cpu", 256, repeat, rng)
+        records += [_model(r, "lenet", 62006, 1303440),
+                    _model(r, "lenet-dws", 9_000, 400_000, passes[repeat])]
+    # LeNet alone, quantised nowhere: there is nothing to compare, so no table.
+    assert scaling.model_rows(grouping.group(viewed(records[::2]))) == []
+    rows = scaling.model_rows(grouping.group(viewed(records)))
+    by_model = {row.model.name: row for row in rows}
+    assert sorted(by_model) == ["lenet", "lenet-dws"]
+    assert (by_model["lenet"].model.parameters, by_model["lenet"].model.flops_per_image,
+            by_model["lenet"].quantized) == (62006, 1303440, None)
+    assert by_model["lenet-dws"].group.variant == {"model": "lenet-dws"}
+    # Medians over the repeats, each figure on its own; a figure no repeat has stays None,
+    # and one two repeats have is the median of those two.
+    assert by_model["lenet-dws"].quantized == {
+        "float_test_acc": 0.61, "float_test_s": 2.2, "test_acc": 0.58, "test_s": 1.1,
+        "float_weight_bytes": None, "weight_bytes": 69_500}
+    page = pages.render_files([write(tmp_path / "r", records)], tmp_path / "out")["html"] \
+        .read_text()
+    table = re.search(r'<table class="models">(.*?)</table>', page, flags=re.S).group(1)
+    dws = next(row for row in table.split("<tr>") if "<td>lenet-dws</td>" in row)
+    assert "9,000" in dws and "0.400" in dws  # parameters; MFLOPs per image
+    assert "61.0% / 2.20<" in dws and "58.0% / 1.10<" in dws, dws
+    assert "— / 67.87 KiB" in dws  # 69,500 bytes; the float weights' size is unknown
+
+
+def test_a_quantised_pass_alone_makes_the_models_table(tmp_path):
+    rng = random.Random(9)
+    records = [_model(make_record("stack", "cpu", 256, repeat, rng), "lenet", 62006, 1303440,
+                      (0.6, 2.0, 0.59, 1.0, 247_000, 70_000)) for repeat in range(2)]
+    (row,) = scaling.model_rows(grouping.group(viewed(records)))
+    assert row.quantized["weight_bytes"] == 70_000 and row.model.name == "lenet"
+    # A group none of whose repeats ran has no row (it has no model to show).
+    for r in records:
+        r.update(status="failed", error={"type": "BuildFailed", "message": "x"}, epochs=[])
+    assert scaling.model_rows(grouping.group(viewed(records))) == []

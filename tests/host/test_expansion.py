@@ -65,3 +65,116 @@ def test_the_host_knows_the_config_bench_will_record(m):
     assert p.config["batch_size"] == cell.settings["batch_size"]
     assert p.config["threads"] == p.resources.threads == 2
     assert p.config["synthetic"] is True and p.config["data"] is None
+
+
+EVERY_OPTION = """
+environments:
+  e: {python: "3.11", torch: "2.13.0"}
+targets:
+  cpu: {device: cpu, cpus: 3, label: c, price_per_hour: 0}
+benchmark:
+  epochs: 7
+  batch_size: 48
+  pipeline: resident
+  workers: 5
+  amp: bf16
+  compile: default
+  accumulate: 3
+  seed: 11
+  model: lenet-dws
+  quantize_eval: dynamic
+  limit: 900
+  limit_test: 300
+  pin_memory: "on"
+  non_blocking: "off"
+  channels_last: true
+  deterministic: true
+  nproc: 2
+  repeats: 2
+  sweep: {parallel: [none, ddp]}
+"""
+
+
+def test_every_setting_reaches_bench_in_one_exact_command_line():
+    """Written out by hand from the matrix above: each option once, with its own value; nproc
+    only where a parallel mode uses it; the flags only when true."""
+    m = models.parse(EVERY_OPTION)
+    cells = expansion.expand(m)
+    assert [(c.variant, c.repeat) for c in cells] == [
+        ({"parallel": "none"}, 0), ({"parallel": "none"}, 1),
+        ({"parallel": "ddp"}, 0), ({"parallel": "ddp"}, 1)]
+    common = ["--device", "cpu", "--epochs", "7", "--batch-size", "48", "--pipeline",
+              "resident", "--workers", "5", "--amp", "bf16", "--compile", "default",
+              "--accumulate", "3", "--seed", "11", "--threads", "3", "--model", "lenet-dws"]
+    data = DataIdentity("cifar10", "a" * 64)
+    none, ddp = (expansion.prepare(cells[i], m.targets["cpu"], 16, data, None) for i in (0, 2))
+    tail = ["--quantize-eval", "dynamic", "--data", "/data", "--limit", "900", "--limit-test",
+            "300", "--pin-memory", "on", "--non-blocking", "off"]
+    assert none.args == common + ["--parallel", "none"] + tail + [
+        "--channels-last", "--deterministic"]
+    # --threads is the cell's total (bench divides it between the ranks).
+    assert ddp.args == common + ["--parallel", "ddp"] + tail + [
+        "--nproc", "2", "--channels-last", "--deterministic"]
+    assert none.command() == none.args + ["--out", "/results/%s.json" % none.file_stem]
+    # What bench will record for them, by bench's own parser.
+    assert (none.config["nproc"], ddp.config["nproc"]) == (None, 2)
+    assert (ddp.config["limit"], ddp.config["limit_test"], ddp.config["channels_last"],
+            ddp.config["deterministic"], ddp.config["pin_memory"]) == (900, 300, True, True,
+                                                                      "on")
+    assert none.identity.repeat == 0 and none.identity.data == data
+
+
+def test_defaults_leave_optional_flags_out():
+    m = models.parse(EVERY_OPTION.split("  epochs: 7")[0] + "  repeats: 1\n")
+    (cell,) = expansion.expand(m)
+    args = expansion.prepare(cell, m.targets["cpu"], 16, SYNTHETIC, None).args
+    assert args == ["--device", "cpu", "--epochs", "5", "--batch-size", "256", "--pipeline",
+                    "classic", "--workers", "2", "--amp", "off", "--compile", "off",
+                    "--accumulate", "1", "--seed", "0", "--threads", "3", "--model", "lenet",
+                    "--parallel", "none", "--quantize-eval", "off", "--synthetic"]
+
+
+def test_cells_come_in_matrix_order_with_sweep_and_repeats_innermost(m):
+    cells = expansion.expand(m)
+    assert [(c.environment, c.target) for c in cells[::12]] == [("a", "cpu"), ("g", "gpu"),
+                                                                ("g", "cpu")]
+    assert [(c.variant, c.repeat) for c in cells[:12:3]] == [
+        ({"batch_size": 32, "amp": "off"}, 0), ({"batch_size": 32, "amp": "bf16"}, 0),
+        ({"batch_size": 256, "amp": "off"}, 0), ({"batch_size": 256, "amp": "bf16"}, 0)]
+    assert [c.repeat for c in cells[:3]] == [0, 1, 2]
+    # Each cell's settings: the benchmark's, with its own sweep point on top.
+    first = cells[0]
+    assert first.settings["epochs"] == 2 and first.settings["batch_size"] == 32
+    assert set(first.settings) == set(models.Settings.model_fields)
+    assert not first.quick
+
+
+def test_filters_combine_and_unknown_names_list_what_the_matrix_has(m):
+    assert {(c.environment, c.target) for c in expansion.expand(m, targets=["gpu"])} == {
+        ("g", "gpu")}
+    assert expansion.expand(m, envs=["a"], kind="cuda") == []
+    assert {(c.environment, c.target) for c in expansion.expand(m, kind="cpu")} == {
+        ("a", "cpu"), ("g", "cpu")}
+    with pytest.raises(UserError) as caught:
+        expansion.expand(m, envs=["zz", "nope", "a"])
+    assert str(caught.value) == "unknown environment nope, zz (the matrix has: a, g)"
+    with pytest.raises(UserError) as caught:
+        expansion.expand(m, targets=["tpu"])
+    assert str(caught.value) == "unknown target tpu (the matrix has: gpu, cpu)"
+
+
+def test_quick_is_one_short_epoch_of_a_small_subset(m):
+    quick = expansion.expand(m, quick=True)
+    assert {c.repeat for c in quick} == {0}
+    assert all((c.settings["epochs"], c.settings["limit"], c.settings["limit_test"])
+               == (1, 5000, 1000) and "repeats" not in c.settings for c in quick)
+
+
+def test_a_cells_label_says_what_it_runs(m):
+    cells = expansion.expand(m, envs=["g"], targets=["gpu"])
+    assert cells[4].label == "g × gpu × amp=bf16 batch_size=32 (repeat 2)"
+    quick = expansion.expand(m, envs=["a"], quick=True)[0]
+    assert quick.label == "a × cpu × amp=off batch_size=32 (quick) (repeat 1)"
+    plain = expansion.expand(models.parse(EVERY_OPTION.replace(
+        "  sweep: {parallel: [none, ddp]}\n", "")))[1]
+    assert plain.label == "e × cpu (repeat 2)"

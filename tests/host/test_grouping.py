@@ -262,3 +262,20 @@ def test_reproducibility_spreads_accuracy_across_stacks_and_checks_identical_wei
     assert [(g.environment, same) for g, same in out["weights"]] == [("a-env", True),
                                                                      ("b-env", False)]
     assert out["bench_hashes"] == sorted({r["env"]["bench_sha256"] for r in a + b})
+
+
+def test_groups_sort_numbers_numerically_and_before_words_in_one_swept_key():
+    """A swept key may mix numbers and words; numbers sort as numbers (4 < 16, not '16' <
+    '4'), then the rest (a boolean is a word here) in text order; keys in name order."""
+    rng = random.Random(12)
+    records = []
+    for seed, (threads, amp) in enumerate(((16, "off"), ("max", "off"), (4, "off"),
+                                           ("auto", "off"), (4, "bf16"), (True, "off"),
+                                           (2.5, "off"))):
+        r = make_record("env", "cpu", 256, 0, rng)
+        r["cell"]["variant"] = {"threads": threads, "amp": amp}
+        r["config"]["seed"] = seed  # another measurement each (the variant alone is words)
+        records.append(r)
+    order = [(g.variant["amp"], g.variant["threads"]) for g in _groups(records)]
+    assert order == [("bf16", 4), ("off", 2.5), ("off", 4), ("off", 16), ("off", True),
+                     ("off", "auto"), ("off", "max")]

@@ -1,6 +1,9 @@
 """One cell identity: each part of a measurement changes it; the repeat changes only the file."""
 from __future__ import annotations
 
+import hashlib
+import json
+
 from test_matrix import GOOD
 
 from envbench.cells import expansion
@@ -72,3 +75,75 @@ def test_a_record_carries_its_identity():
     assert again.image_id == "sha256:1" and dict(again.options) == {"device": "cpu",
                                                                      "synthetic": True,
                                                                      "epochs": 1}
+
+
+RESOURCES = {"device": "cpu", "cpus": 4, "cpuset": "0-3", "threads": 4, "memory": "8g",
+             "swap": None, "gpus": None}
+
+
+def test_the_digest_is_the_sha256_of_the_fields_as_written_here():
+    """Stored results are found again by these digests (file names, resume, grouping), so
+    their recipe is a contract: written out by hand, not by calling the code."""
+    made = identity.make("env", "cpu", "sha256:9", dict(RESOURCES, host_cpus=16, extra=1),
+                         {"epochs": 2, "amp": "bf16", "data": "/data", "out": "/r/x.json",
+                          "save_weights": "/w"}, DataIdentity("cifar10", "c" * 64),
+                         quick=1, repeat=2.0)
+    fields = {"environment": "env", "target": "cpu", "image_id": "sha256:9",
+              "resources": RESOURCES, "options": {"amp": "bf16", "epochs": 2},
+              "data": {"source": "cifar10", "sha256": "c" * 64}, "quick": True}
+    group = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    digest = hashlib.sha256(json.dumps(dict(fields, repeat=2), sort_keys=True).encode()
+                            ).hexdigest()
+    assert made.fields() == dict(fields, repeat=2) and made.fields(repeat=False) == fields
+    assert (made.digest, made.group) == (digest, group)
+    # As JSON: true and 2, not 1 and 2.0 (which would make another digest).
+    assert json.dumps(made.fields(), sort_keys=True) == json.dumps(dict(fields, repeat=2),
+                                                                   sort_keys=True)
+    assert made.file_stem({"batch_size": 32, "amp": "bf16"}) == (
+        "env__cpu__amp-bf16_batchsize-32__quick__r2__" + digest[:12])
+
+
+def test_a_file_stem_is_safe_marked_and_at_most_160_readable_characters():
+    plain = identity.make("e/v", "cpu", None, {}, {}, SYNTHETIC_DATA, False, 0)
+    assert plain.file_stem({}) == "e-v__cpu__base__synthetic__r0__" + plain.digest[:12]
+    long = identity.make("x" * 200, "cpu", None, {}, {}, DATA, False, 0)
+    assert long.file_stem({}) == "x" * 160 + "__" + long.digest[:12]
+
+
+def test_differences_name_every_changed_part_in_order():
+    mine = identity.make("env", "cpu", "sha256:1", RESOURCES, {"epochs": 2, "amp": "off"},
+                         DATA, False, 0)
+    theirs = identity.make("other", "cpu", None, dict(RESOURCES, threads=2, cpus=None),
+                           {"epochs": 2, "amp": "bf16", "seed": 3}, SYNTHETIC_DATA, True, 1)
+    assert mine.differences(theirs) == [
+        "environment other (expected env)",
+        "image_id null (expected sha256:1)",
+        "resources.cpus null (expected 4)",
+        "resources.threads 2 (expected 4)",
+        "options.amp bf16 (expected off)",
+        "options.seed 3 (expected null)",
+        "data.sha256 null (expected %s)" % ("a" * 64),
+        "data.source synthetic (expected cifar10)",
+        "quick true (expected false)",
+        "repeat 1 (expected 0)"]
+    assert mine.differences(mine) == []
+
+
+def test_a_record_missing_parts_gets_the_same_defaults_every_time():
+    bare = identity.of_record({"cell": {}, "config": {"device": "cuda"}, "env": {}})
+    assert (bare.environment, bare.target, bare.image_id, bare.quick, bare.repeat) == (
+        "?", "cuda", None, False, 0)
+    assert dict(bare.resources) == dict.fromkeys(identity.RESOURCE_KEYS)
+    assert bare.data == DataIdentity("cifar10", None)
+    nothing = identity.of_record({"cell": {"data": {"source": None, "sha256": "d" * 64},
+                                           "repeat": 4, "quick": 1}, "config": {},
+                                  "env": {"image": None}})
+    assert (nothing.target, nothing.data, nothing.repeat, nothing.quick) == (
+        "?", DataIdentity("cifar10", "d" * 64), 4, True)
+
+
+def test_data_and_variant_words():
+    assert SYNTHETIC_DATA.synthetic and not DATA.synthetic
+    assert DATA.as_record() == {"source": "cifar10", "sha256": "a" * 64}
+    assert identity.variant_text({"b": 1, "a": "x"}) == "a=x b=1"
+    assert identity.variant_text({}) == "—" and identity.variant_text({}, "") == ""
