@@ -17,7 +17,7 @@ import docker
 from envbench.engine import textbuild
 from envbench.engine.connection import ENGINE_ERRORS, explain, image_or_none
 from envbench.errors import UserError
-from envbench.images import archs, wheelcache
+from envbench.images import archs, wheelcache, wheelstack
 from envbench.images.dockerfile import Plan
 from envbench.users import own
 
@@ -105,20 +105,28 @@ def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool 
         return existing
     ensure_base(client, p.base, allow_pull, out)
     wheels = wheelcache.ensure(p.lock, p.wheelhouse, out) if p.lock is not None else []
+    wrong = wheelstack.mismatch(wheels, p.env.cuda)
+    if wrong is not None:
+        raise UserError("building %s failed before it began: %s; read from the locked wheel, "
+                        "so no image layer was written" % (p.name, wrong))
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / ("build-%s.log" % p.name)
     print("%s: building %s with the network %s (log: %s)"
           % (p.name, p.tag, "off" if p.offline else "on, for apt", log_path),
           file=out, flush=True)
     lines: list[str] = []
+    built = False
     try:
         _stream_build(client, p, wheels, log_path, lines, out, nocache)
+        built = True
     except ENGINE_ERRORS as exc:
         tail = "\n    ".join(lines[-15:])
         raise UserError("building %s failed: %s%s" % (p.name, explain(exc),
                                                       "; last lines:\n    " + tail if tail else ""))
     finally:
         remove_builder_stages(client, out)
+        if not built:
+            remove_partial_image(client, lines, out)
     own(log_path)
     image = image_or_none(client, p.tag)
     if image is None:
@@ -147,6 +155,30 @@ def remove_builder_stages(client: docker.DockerClient, out: TextIO) -> None:
     if freed:
         print("removed the builder stage's image (%.2f GB)" % (freed / 1e9), file=out,
               flush=True)
+
+
+# The legacy builder prints each finished step's image as " ---> 3a4cf548a692".
+STEP_IMAGE = re.compile(r"^\s*---> ([0-9a-f]{12,64})\s*$")
+
+
+def remove_partial_image(client: docker.DockerClient, lines: list[str], out: TextIO) -> None:
+    """A failed build leaves its last finished step as an untagged image that nothing names
+    (a CUDA stack failing after its venv was copied: 6 GB). Removed with its untagged parents,
+    unless it is tagged (the base, where the first step failed) or another image builds on it
+    (a shared cached layer: the engine refuses, and it stays)."""
+    last = next((m.group(1) for m in map(STEP_IMAGE.match, reversed(lines)) if m), None)
+    if last is None:
+        return
+    try:
+        image = client.images.get(last)
+        if image.tags:
+            return
+        size = int(image.attrs.get("Size") or 0)
+        client.images.remove(str(image.id))
+    except ENGINE_ERRORS:
+        return  # gone already (a builder stage), or a layer other images still use
+    print("removed the failed build's partial image (%.2f GB)" % (size / 1e9), file=out,
+          flush=True)
 
 
 # torch._C._cuda_getArchFlags() lists the compiled architectures without a GPU (its public

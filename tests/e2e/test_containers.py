@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -310,6 +311,42 @@ def test_a_build_error_shows_its_last_log_lines(e2e_env, tmp_path):
     assert "building broken failed; last lines of" in proc.stdout
     assert "Unable to locate package envbench-no-such-package" in proc.stdout
     assert "Traceback" not in proc.stdout
+
+
+def test_an_image_whose_torch_is_not_the_matrixs_stops_its_own_build(e2e_env, tmp_path):
+    """The image's last line of defence, for stacks the host cannot check from a wheel
+    (Debian's packages, an environment's own Dockerfile): Debian's python3-torch is 1.13
+    (it calls itself 1.13.0a0), so a matrix saying 1.12 stops the build with both versions and
+    no traceback."""
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("environments:\n  claims-1-12:\n    source: debian\n"
+                      "    torch: \"1.12\"\n    base: \"${ENVBENCH_BASE}\"\n"
+                      "targets:\n  cpu: {device: cpu, label: c, price_per_hour: 0}\n")
+    proc = envbench(e2e_env, "build", "--matrix", matrix, "--reports", tmp_path, timeout=900)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "building claims-1-12 failed" in proc.stdout
+    assert re.search(r"\| torch 1\.13\S*, matrix says 1\.12\n", proc.stdout), proc.stdout[-3000:]
+    assert "Traceback" not in proc.stdout
+
+
+def test_a_failed_build_leaves_no_partial_image(client, e2e_env, base_tag, tmp_path):
+    """The legacy builder keeps a failed build's last finished step as an untagged image that
+    nothing names (6 GB for a CUDA stack failing after its venv is copied): it is removed."""
+    (tmp_path / "partial.j2").write_text(
+        "FROM {{ base }}\n"
+        "RUN dd if=/dev/zero of=/partial bs=1M count=64 status=none\n"
+        "RUN echo 'this step fails' && exit 3\n")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("environments:\n  partial: {source: debian, base: \"%s\", "
+                      "dockerfile: partial.j2}\n"
+                      "targets:\n  cpu: {device: cpu}\n" % base_tag)
+    dangling = {image.id for image in client.images.list(filters={"dangling": True})}
+    proc = envbench(e2e_env, "build", "--matrix", matrix, "--reports", tmp_path, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "building partial failed" in proc.stdout and "this step fails" in proc.stdout
+    assert "removed the failed build's partial image" in proc.stdout, proc.stdout[-3000:]
+    assert {image.id for image in client.images.list(filters={"dangling": True})} <= dangling
+    assert client.images.get(base_tag).tags  # the base it was built on stays
 
 
 def test_a_missing_base_image_is_named_and_never_pulled_offline(e2e_env, tmp_path):
