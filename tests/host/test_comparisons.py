@@ -739,3 +739,58 @@ def test_a_quantised_pass_alone_makes_the_models_table(tmp_path):
     for r in records:
         r.update(status="failed", error={"type": "BuildFailed", "message": "x"}, epochs=[])
     assert scaling.model_rows(grouping.group(viewed(records))) == []
+
+
+def test_one_device_is_the_plain_loop_else_the_same_mode_with_one_rank():
+    """Each dp/ddp group is scaled against the plain loop where it ran, else the one-rank run
+    of its own mode; a group without a finished repeat is neither a row nor a baseline."""
+    rng = random.Random(10)
+    records = []
+    seconds = {("with-none", "none", 1): 1.0, ("with-none", "ddp", 1): 0.9,
+               ("with-none", "dp", 1): 0.95, ("with-none", "ddp", 2): 0.6,
+               ("no-none", "ddp", 1): 0.9, ("no-none", "dp", 1): 0.8,
+               ("no-none", "dp", 2): 0.5}
+    for (env, mode, world), factor in seconds.items():
+        for repeat in range(3):
+            r = make_record(env, "cpu", 256, repeat, rng)
+            records.append(scaled(_parallel(r, mode, world), factor))
+    # A failed plain loop in the second stack: not what dp is scaled against.
+    failed = _parallel(make_record("no-none", "cpu", 256, 0, rng), "none", 1)
+    failed.update(status="failed", error={"type": "ContainerError", "message": "x"}, epochs=[])
+    groups = grouping.group(viewed(records + [failed]))
+    rows = {(r.group.environment, r.mode, r.world_size): r for r in scaling.rows(groups)}
+    against = {key: (parallel_of.mode, parallel_of.world_size) for key, parallel_of in (
+        (key, scaling.parallel_of(row.one_device)) for key, row in rows.items())}
+    assert against == {("no-none", "ddp", 1): ("dp", 1), ("no-none", "dp", 1): ("ddp", 1),
+                       ("no-none", "dp", 2): ("dp", 1),
+                       ("with-none", "ddp", 1): ("none", 1),
+                       ("with-none", "ddp", 2): ("none", 1),
+                       ("with-none", "dp", 1): ("none", 1)}
+    by_hand = statistics.median(
+        statistics.median(e["wall_s"] for e in r["epochs"][1:]) for r in records
+        if r["cell"]["environment"] == "no-none" and r["parallel"]["mode"] == "dp"
+        and r["parallel"]["world_size"] == 1)
+    assert rows[("no-none", "dp", 2)].one_device.epoch_s == pytest.approx(by_hand)
+
+
+def test_a_group_that_never_finished_reports_the_parallel_layout_it_asked_for():
+    rng = random.Random(11)
+    asked = _parallel(make_record("stack", "cpu", 64, 0, rng), "ddp", 2)
+    asked["config"]["batch_size"] = 64
+    asked.update(status="failed", error={"type": "ContainerError", "message": "x"}, epochs=[],
+                 parallel=None)
+    (group,) = grouping.group(viewed([asked]))
+    got = scaling.parallel_of(group)
+    assert (got.mode, got.world_size, got.backend, got.per_device_batch, got.global_batch) == (
+        "ddp", 2, None, 64, 128)
+    # A failed run that recorded its layout (it started, then failed) is read as it says.
+    started = copy.deepcopy(asked)
+    started["parallel"] = dict(_parallel(make_record("stack", "cpu", 64, 0, rng), "ddp", 2)
+                               ["parallel"], per_device_batch=64, global_batch=128)
+    (group,) = grouping.group(viewed([started]))
+    assert scaling.parallel_of(group).backend == "gloo"
+    plain = copy.deepcopy(asked)
+    plain["config"].update(parallel="none", nproc=None)
+    (group,) = grouping.group(viewed([plain]))
+    got = scaling.parallel_of(group)
+    assert (got.mode, got.world_size, got.global_batch) == ("none", 1, 64)
