@@ -5,6 +5,7 @@ import io
 import re
 import shutil
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -77,14 +78,41 @@ def test_the_build_context_carries_the_locked_wheels_and_nothing_else(tmp_path, 
     (tmp_path / "wheels" / "unlocked-1.0-py3-none-any.whl").write_bytes(b"not in the lock")
     p = dockerfile.plan("x", env, tmp_path, made)
     paths = wheelcache.ensure(made, p.wheelhouse, io.StringIO(), tmp_path / "cache")
-    with build._context(p, paths) as spool, tarfile.open(fileobj=spool) as tar:
+    with build._context(p, paths) as chunks:
+        sent = b"".join(chunks)
+    with tarfile.open(fileobj=io.BytesIO(sent)) as tar:
         names = tar.getnames()
         requirements = tar.extractfile("requirements.lock").read().decode()
+        wheel = tar.extractfile("wheels/" + paths[0].name).read()
     assert sorted(n for n in names if n.startswith("wheels/")) == sorted(
         "wheels/" + w.filename for w in made.wheels)
     assert "Dockerfile" in names and "bench/result.schema.json" in names
     assert requirements == made.requirements_text()
+    assert wheel == paths[0].read_bytes()
     assert p.offline  # no apt packages: the build runs with the network off
+
+
+def test_a_context_that_cannot_be_written_says_why_instead_of_a_short_tar(tmp_path, locked):
+    env, made = locked
+    p = dockerfile.plan("x", env, tmp_path, made)
+    paths = wheelcache.ensure(made, p.wheelhouse, io.StringIO(), tmp_path / "cache")
+    paths[-1].unlink()  # removed from the cache while the context is being sent
+    with build._context(p, paths) as chunks:
+        with pytest.raises(UserError, match="writing x's build context failed: .*No such file"):
+            b"".join(chunks)
+
+
+def test_a_reader_that_stops_early_does_not_leave_the_writer_blocked(tmp_path, locked):
+    """The engine may stop reading (a build that fails at once): the writing thread ends."""
+    env, made = locked
+    p = dockerfile.plan("x", env, tmp_path, made)
+    paths = wheelcache.ensure(made, p.wheelhouse, io.StringIO(), tmp_path / "cache")
+    big = tmp_path / "big.whl"
+    big.write_bytes(b"\0" * (8 * build.CONTEXT_CHUNK))  # far more than a pipe holds
+    before = threading.active_count()
+    with build._context(p, paths + [big]) as chunks:
+        next(chunks)
+    assert threading.active_count() == before
 
 
 def test_custom_templates_and_checked_sources(tmp_path, monkeypatch):
