@@ -356,6 +356,11 @@ class Benchmark(Settings):
                 raise ValueError("%s: empty list (give at least one value)" % key)
             checked = []
             for value in values:
+                if value is None:
+                    # A result's variant holds values, not "bench's default" (which differs
+                    # by device): the cell would be written and then refused by the report.
+                    raise ValueError("%s: null is not a value to sweep (name the values; "
+                                     "leave the key out for bench's default)" % key)
                 try:
                     checked.append(getattr(Settings(**{key: value}), key))
                 except ValidationError as exc:

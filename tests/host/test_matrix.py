@@ -65,6 +65,8 @@ def test_a_good_matrix_parses_and_pairs_targets_by_device():
     (("batch_size: [32, 256]", "batch_size: []"), "benchmark.sweep.batch_size: empty list"),
     (("amp: [off, bf16]", "amp: [off, fp8]"), "benchmark.sweep.amp: 'fp8'"),
     (("amp: [off, bf16]", "colour: [red]"), "benchmark.sweep.colour: not sweepable"),
+    (("amp: [off, bf16]", "pin_memory: [null, \"on\"]"),
+     "benchmark.sweep.pin_memory: null is not a value to sweep"),
     (("  cpu: {device: cpu, cpus: 8,", "  cpu: {device: cpu, gpus: 1, cpus: 8,"),
      "targets.cpu: gpus: a cpu target has no GPUs"),
     (("label: \"RTX 3060\", ", "label: \"\", "), "targets.gpu.label: '': String should have "
