@@ -178,3 +178,18 @@ def test_a_cells_label_says_what_it_runs(m):
     plain = expansion.expand(models.parse(EVERY_OPTION.replace(
         "  sweep: {parallel: [none, ddp]}\n", "")))[1]
     assert plain.label == "e × cpu (repeat 2)"
+
+
+def test_a_cells_resources_follow_the_matrixs_threads_and_its_parallel_mode():
+    """The plan gets the cell's own threads (the matrix's, not derived from the target) and
+    its parallel mode (gpus: all trains on one GPU without dp/ddp, so one is attached)."""
+    m = models.parse(GOOD.replace("benchmark: {epochs: 2,",
+                                  "benchmark: {epochs: 2, threads: 3, nproc: 2,")
+                     .replace("amp: [off, bf16]", "parallel: [none, ddp]"))
+    cells = {(c.target, c.variant["parallel"]): c for c in expansion.expand(m, envs=["g"])}
+    cpu = expansion.prepare(cells[("cpu", "none")], m.targets["cpu"], 16, SYNTHETIC, None)
+    assert (cpu.resources.threads, cpu.resources.threads_from) == (3, "matrix")
+    assert cpu.args[cpu.args.index("--threads") + 1] == "3"
+    gpus = {mode: expansion.prepare(cells[("gpu", mode)], m.targets["gpu"], 16, SYNTHETIC,
+                                    None).resources.gpus for mode in ("none", "ddp")}
+    assert gpus == {"none": 1, "ddp": "all"}

@@ -104,8 +104,8 @@ def test_the_digest_is_the_sha256_of_the_fields_as_written_here():
 
 
 def test_a_file_stem_is_safe_marked_and_at_most_160_readable_characters():
-    plain = identity.make("e/v", "cpu", None, {}, {}, SYNTHETIC_DATA, False, 0)
-    assert plain.file_stem({}) == "e-v__cpu__base__synthetic__r0__" + plain.digest[:12]
+    plain = identity.make("Seed/v1.12 x", "cpu", None, {}, {}, SYNTHETIC_DATA, False, 0)
+    assert plain.file_stem({}) == "Seed-v1.12-x__cpu__base__synthetic__r0__" + plain.digest[:12]
     long = identity.make("x" * 200, "cpu", None, {}, {}, DATA, False, 0)
     assert long.file_stem({}) == "x" * 160 + "__" + long.digest[:12]
 
