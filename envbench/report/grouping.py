@@ -365,31 +365,33 @@ class Speedup:
         return len(self.group.left_out) + len(self.baseline.left_out)
 
 
-_PERCENT = re.compile(r"\d+(?:\.\d+)?%")
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
 
 
 def _ranges(reasons: list[str]) -> list[str]:
     """Reasons that differ only in their one percentage, said once with the range: ten
     contended repeats read 'other processes used 51–53% of …', not ten sentences."""
-    # Keyed by the text around the percentage (a reason with none or several is its own key):
-    # no placeholder that a reason read from a result file could itself contain.
-    values: dict[tuple[str, str], list[float]] = {}
+    # Keyed by the text around the percentage; a reason with none or several is its own key,
+    # (reason, None), which no text around a percentage can equal. No placeholder that a
+    # reason read from a result file could itself contain.
+    values: dict[tuple[str, str | None], list[tuple[float, str]]] = {}
     for reason in reasons:
         found = list(_PERCENT.finditer(reason))
         if len(found) != 1:
-            values.setdefault((reason, ""), [])
+            values.setdefault((reason, None), [])
             continue
         match = found[0]
         around = (reason[:match.start()], reason[match.end():])
-        values.setdefault(around, []).append(float(match.group()[:-1]))
+        values.setdefault(around, []).append((float(match.group(1)), match.group(1)))
     out = []
     for (before, after), seen in values.items():
-        if not seen:
+        if after is None:
             out.append(before)
             continue
+        # The numbers as the reasons wrote them (no float formatting: 1e+06 for 1000000).
         low, high = min(seen), max(seen)
-        span = "%g%%" % low if low == high else "%g–%g%%" % (low, high)
-        out.append(before + span + after)
+        span = low[1] if low[0] == high[0] else "%s–%s" % (low[1], high[1])
+        out.append(before + span + "%" + after)
     return out
 
 
@@ -484,8 +486,9 @@ def signature(g: Group, drop: tuple[str, ...] = (), across_targets: bool = False
     across environments: also in the environment and its image)."""
     ident = g.identity
     fields = ident.fields(repeat=False)
+    # The options hold every swept key's value (a variant is made of the cell's options, and
+    # a sweep holds no null), so the variant's text would add nothing that tells groups apart.
     fields["options"] = {k: v for k, v in fields["options"].items() if k not in drop}
-    fields["variant"] = variant_text({k: v for k, v in g.variant.items() if k not in drop})
     if across_targets:
         del fields["target"], fields["resources"]
     if across_environments:
