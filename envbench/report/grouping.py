@@ -101,7 +101,7 @@ class Group:
         hosts = [r.noise.host for r in self.ok if r.noise and r.noise.host]
         shares = [h["other_cpu_share"] for h in hosts if h.get("other_cpu_share") is not None]
         steals = [h["steal_share"] for h in hosts if h.get("steal_share") is not None]
-        reasons = _ranges(sorted({reason for r in self.contended if r.noise
+        reasons = ranges(sorted({reason for r in self.contended if r.noise
                                   for reason in r.noise.reasons}))
         if not reasons and shares:
             reasons = ["other processes used at most %.0f%% of its cores" % (100 * max(shares))]
@@ -368,7 +368,7 @@ class Speedup:
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
 
 
-def _ranges(reasons: list[str]) -> list[str]:
+def ranges(reasons: list[str]) -> list[str]:
     """Reasons that differ only in their one percentage, said once with the range: ten
     contended repeats read 'other processes used 51–53% of …', not ten sentences."""
     # Keyed by the text around the percentage; a reason with none or several is its own key,

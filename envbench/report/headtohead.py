@@ -137,8 +137,8 @@ def cards(groups: list[Group], speedups: dict[Any, Speedup]) -> list[tuple[str, 
     if contended:
         finished = sum(len(g.ok) for g in groups)
         out.append(("Contended repeats", "%d of %d left out" % (len(contended), finished),
-                    "; ".join(sorted({reason for r in contended if r.noise
-                                      for reason in r.noise.reasons}))[:300]))
+                    "; ".join(grouping.ranges(sorted({reason for r in contended if r.noise
+                                                      for reason in r.noise.reasons})))[:300]))
     return out
 
 

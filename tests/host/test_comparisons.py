@@ -604,20 +604,23 @@ def test_the_contended_card_counts_what_was_left_out_and_why_and_the_noisiest_it
     for repeat, factor in enumerate((1.0, 1.5, 2.0)):  # repeat medians m, 1.5 m, 2 m
         records.append(scaled(make_record("wide", "cpu", 256, repeat, rng), factor))
     long_reason = "a throttling GPU " + "x" * 250  # a reason is 300 characters at most
-    for repeat in range(4):
+    for repeat in range(5):
         r = make_record("calm", "cpu", 256, repeat, rng)
         if repeat == 3:
             _contended(r)
+        if repeat == 4:  # another share, said with the first as one range
+            _contended(r)["noise"]["reasons"] = ["another process took 47% of the cell's cores"]
         records.append(r)
     extra = make_record("calm", "gpu", 256, 0, rng)
     extra["noise"] = {"host": None, "gpu": None, "unavailable": None, "contended": True,
                       "reasons": [long_reason]}
     records.append(extra)
     cards = {q: (a, w) for q, a, w in headtohead.cards(grouping.group(viewed(records)), {})}
-    # Eight finished repeats, two of them contended; the reasons sorted, joined, cut at 300.
+    # Nine finished repeats, three of them contended; the reasons sorted, those that differ
+    # only in their share said once with the range, joined, cut at 300.
     assert cards["Contended repeats"] == (
-        "2 of 8 left out",
-        ("a throttling GPU " + "x" * 250 + "; another process took 40% of the cell's "
+        "3 of 9 left out",
+        ("a throttling GPU " + "x" * 250 + "; another process took 40–47% of the cell's "
          "cores")[:300])
     # CV over the repeat medians, about m, 1.5 m, 2 m (sd 0.5 m over mean 1.5 m, a third),
     # worked out from the raw epochs with the standard library.

@@ -234,17 +234,17 @@ def test_rows_of_one_environment_and_target_go_by_batch_size_as_numbers():
 
 
 def test_a_range_is_made_of_reasons_with_one_percentage_only():
-    assert grouping._ranges(["a GPU throttled", "b used 1%", "b used 2.5%"]) == [
+    assert grouping.ranges(["a GPU throttled", "b used 1%", "b used 2.5%"]) == [
         "a GPU throttled", "b used 1–2.5%"]
-    assert grouping._ranges(["b used 51%"]) == ["b used 51%"]
+    assert grouping.ranges(["b used 51%"]) == ["b used 51%"]
     # Two percentages in one reason: left as they are, one sentence each.
-    assert grouping._ranges(["x 1% of 5%", "x 2% of 5%"]) == ["x 1% of 5%", "x 2% of 5%"]
+    assert grouping.ranges(["x 1% of 5%", "x 2% of 5%"]) == ["x 1% of 5%", "x 2% of 5%"]
     # Numbers as the reasons wrote them, ordered as numbers (9 < 10; 51 and 51.0 are one).
-    assert grouping._ranges(["u 10%", "u 9%", "u 1000000%"]) == ["u 9–1000000%"]
-    assert grouping._ranges(["u 51%", "u 51.0%"]) == ["u 51%"]
+    assert grouping.ranges(["u 10%", "u 9%", "u 1000000%"]) == ["u 9–1000000%"]
+    assert grouping.ranges(["u 51%", "u 51.0%"]) == ["u 51%"]
     # A reason without a percentage is never merged into one that ends in a percentage and
     # begins with the same words; the same reason twice is said once.
-    assert grouping._ranges(["cpu busy", "cpu busy", "cpu busy51%", "cpu busy52%"]) == [
+    assert grouping.ranges(["cpu busy", "cpu busy", "cpu busy51%", "cpu busy52%"]) == [
         "cpu busy", "cpu busy51–52%"]
 
 
