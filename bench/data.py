@@ -1,4 +1,8 @@
-"""CIFAR-10 in the official pickle layout, read without torchvision or numpy; or a synthetic set.
+"""CIFAR-10 in the official pickle layout, read without torchvision or numpy; or seeded sets.
+
+The seeded sets stand in where there is no data to have: CIFAR-shaped images (--synthetic),
+ImageNet-shaped images (resnet50) and token sequences (the GPTs). Each is learnable, so that
+a loss falls and a run's quality figures mean something, and each is the same for a seed.
 
 The official files are Python-2 pickles of numpy arrays. Unpickling them normally needs
 numpy, which a torch-only image may lack, so a restricted unpickler rebuilds the arrays from
@@ -124,8 +128,65 @@ def synthetic(seed, train_size=50000, test_size=10000, limit=None, limit_test=No
         images = (templates[labels] + noise) // 2
         return images.to(torch.uint8), labels
 
-    train_size = train_size if limit is None else min(limit, train_size)
-    test_size = test_size if limit_test is None else min(limit_test, test_size)
+    train_size, test_size = _sizes(train_size, test_size, limit, limit_test)
+    return make(train_size), make(test_size)
+
+
+def _sizes(train_size, test_size, limit, limit_test):
+    return (train_size if limit is None else min(limit, train_size),
+            test_size if limit_test is None else min(limit_test, test_size))
+
+
+IMAGENET_CLASSES = 1000
+IMAGENET_SIZE = 224
+_COARSE = 8  # each class's template is drawn at 28x28 and scaled up: 2 MB for 1000 classes
+_CHUNK = 256
+
+
+def synthetic_imagenet(seed, train_size, test_size, limit=None, limit_test=None):
+    """Seeded ImageNet-shaped images (uint8 3x224x224, 1000 classes): a coarse colour template
+    per class plus noise, made a chunk at a time so that no full-size temporary is held."""
+    generator = torch.Generator().manual_seed(seed)
+    coarse = IMAGENET_SIZE // _COARSE
+    templates = torch.randint(0, 128, (IMAGENET_CLASSES, 3, coarse, coarse),
+                              generator=generator, dtype=torch.uint8)
+
+    def make(count):
+        labels = torch.randint(0, IMAGENET_CLASSES, (count,), generator=generator)
+        images = torch.empty(count, 3, IMAGENET_SIZE, IMAGENET_SIZE, dtype=torch.uint8)
+        for start in range(0, count, _CHUNK):
+            part = templates[labels[start:start + _CHUNK]]
+            part = part.repeat_interleave(_COARSE, dim=2).repeat_interleave(_COARSE, dim=3)
+            noise = torch.randint(0, 128, part.shape, generator=generator, dtype=torch.uint8)
+            images[start:start + _CHUNK] = part + noise  # at most 127 + 127: no overflow
+        return images, labels
+
+    train_size, test_size = _sizes(train_size, test_size, limit, limit_test)
+    return make(train_size), make(test_size)
+
+
+def synthetic_tokens(seed, vocab, length, train_size, test_size, limit=None, limit_test=None,
+                     noise=0.1, rules=4):
+    """Seeded token sequences a language model can learn: each sequence follows one of a few
+    fixed successor rules (a random permutation of the vocabulary: the next token is the
+    current one's successor), with a share ``noise`` of its tokens replaced by random ones.
+    A bigram model learns the rules' mixture; attention tells from the context which rule a
+    sequence follows. Returns ((inputs, targets), (inputs, targets)): int64 N x length, the
+    targets being the inputs shifted by one token."""
+    generator = torch.Generator().manual_seed(seed)
+    successors = torch.stack([torch.randperm(vocab, generator=generator) for _ in range(rules)])
+
+    def make(count):
+        rule = torch.randint(0, rules, (count,), generator=generator)
+        tokens = torch.empty(count, length + 1, dtype=torch.int64)
+        tokens[:, 0] = torch.randint(0, vocab, (count,), generator=generator)
+        for position in range(1, length + 1):
+            tokens[:, position] = successors[rule, tokens[:, position - 1]]
+        flip = torch.rand(count, length + 1, generator=generator) < noise
+        tokens[flip] = torch.randint(0, vocab, (int(flip.sum()),), generator=generator)
+        return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+    train_size, test_size = _sizes(train_size, test_size, limit, limit_test)
     return make(train_size), make(test_size)
 
 

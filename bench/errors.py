@@ -21,6 +21,11 @@ class DeviceUnavailable(Exception):
     """--device cuda on a machine or container where torch sees no GPU."""
 
 
+class WorkloadError(Exception):
+    """A user's workload that cannot run: missing, unreadable, or breaking its contract (the
+    message says which; its own traceback, where it raised, goes to the log)."""
+
+
 class RankFailed(Exception):
     """A ddp rank other than this one failed; the message says which and why."""
 
@@ -30,7 +35,7 @@ class Terminated(Exception):
 
 
 # Failures a user can act on: one line on stderr, never a traceback.
-EXPECTED = (DataError, UnsupportedOption, DeviceUnavailable, RankFailed)
+EXPECTED = (DataError, UnsupportedOption, DeviceUnavailable, RankFailed, WorkloadError)
 OUT_OF_MEMORY = "OutOfMemory"
 
 

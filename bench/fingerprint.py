@@ -13,7 +13,17 @@ SOURCE_SUFFIXES = (".py", ".json")
 
 
 def source_names(folder: str = BENCH_DIR) -> List[str]:
-    return sorted(n for n in os.listdir(folder) if n.endswith(SOURCE_SUFFIXES))
+    """bench's source files, '/'-separated relative names in order, subpackages included
+    (bench/workloads/): the image ships these and the hash covers them."""
+    names = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+        relative = os.path.relpath(root, folder)
+        for name in files:
+            if name.endswith(SOURCE_SUFFIXES):
+                names.append(name if relative == "." else
+                             "%s/%s" % (relative.replace(os.sep, "/"), name))
+    return sorted(names)
 
 
 def bench_sha256() -> str:

@@ -1,4 +1,5 @@
-"""The models: the CIFAR-10 tutorial's LeNet, and the write-up's two lighter versions of it.
+"""The LeNets: the CIFAR-10 tutorial's LeNet, and the write-up's two lighter versions of it
+(the workloads lenet, lenet-gap and lenet-dws: bench.workloads.lenet).
 
 lenet      exactly as the PyTorch CIFAR-10 tutorial defines it.
 lenet-gap  the same convolutions, then global average pooling and one small linear layer in
@@ -60,41 +61,3 @@ class LeNetDWS(LeNet):
 
 
 MODELS = {"lenet": LeNet, "lenet-gap": LeNetGAP, "lenet-dws": LeNetDWS}
-
-
-def parameter_count(model):
-    return sum(p.numel() for p in model.parameters())
-
-
-def flops_per_image(model):
-    """Forward FLOPs for one 3x32x32 image, counting 2 per multiply-add of the convolutions
-    and linear layers (pooling, activations and the loss are left out, as usual)."""
-    macs = []
-
-    def conv_hook(module, inputs, output):
-        kernel = module.kernel_size[0] * module.kernel_size[1]
-        macs.append(output.numel() * (module.in_channels // module.groups) * kernel)
-
-    def linear_hook(module, inputs, output):
-        macs.append(output.numel() * module.in_features)
-
-    hooks = []
-    for module in model.modules():
-        if isinstance(module, nn.Conv2d):
-            hooks.append(module.register_forward_hook(conv_hook))
-        elif isinstance(module, nn.Linear):
-            hooks.append(module.register_forward_hook(linear_hook))
-    try:
-        with torch.no_grad():
-            model(torch.zeros(1, 3, 32, 32))
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return 2 * sum(macs)
-
-
-def describe(name):
-    """The model section of a result: its name, parameters and forward FLOPs per image."""
-    model = MODELS[name]()
-    return {"name": name, "parameters": parameter_count(model),
-            "flops_per_image": flops_per_image(model)}

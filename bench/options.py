@@ -6,12 +6,18 @@ a cell runs, the config bench will record for its command line.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any, Dict, List, Tuple
+
+from bench import workloads
 
 AMP = ("off", "fp16", "bf16")
 COMPILE = ("off", "default", "reduce-overhead", "max-autotune")
-MODELS = ("lenet", "lenet-gap", "lenet-dws")  # bench.model.MODELS, without importing torch
 PARALLEL = ("none", "dp", "ddp")
+# A user workload's name: the matrix's, shown on the page and in file names.
+WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+FUNCTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 ON_OFF = ("on", "off")
 
 
@@ -40,9 +46,19 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _matching(pattern: "re.Pattern[str]", what: str):
+    def check(text: str) -> str:
+        if not pattern.match(text):
+            raise argparse.ArgumentTypeError("%r is not %s" % (text, what))
+        return text
+    return check
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench",
-                                description="Instrumented LeNet/CIFAR-10 training benchmark.")
+                                description="Instrumented PyTorch training benchmark: the "
+                                            "tutorial's LeNet on CIFAR-10, ResNets, a GPT, "
+                                            "or your own workload.")
     p.add_argument("--device", choices=("cpu", "cuda"), required=True)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="DIR", help="folder holding cifar-10-batches-py/")
@@ -51,10 +67,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, required=True)
     p.add_argument("--pipeline", choices=("classic", "resident"), required=True)
     p.add_argument("--workers", type=_non_negative, default=2, help="DataLoader workers (classic)")
-    p.add_argument("--model", choices=MODELS, default="lenet",
-                   help="lenet (the tutorial's), lenet-gap (global average pooling in place "
-                        "of the fully connected layers), lenet-dws (depthwise separable "
-                        "convolutions)")
+    p.add_argument("--workload", "--model", dest="workload", default=workloads.DEFAULT,
+                   type=_matching(WORKLOAD_NAME, "a workload name"),
+                   help="what to train: %s; with --workload-file, the name your workload is "
+                        "shown under" % ", ".join(workloads.NAMES))
+    p.add_argument("--workload-file", metavar="PATH", default=None,
+                   help="your own workload: a .py file, or a folder that is a package")
+    p.add_argument("--workload-function", default=None,
+                   type=_matching(FUNCTION_NAME, "a Python function name"),
+                   help="the function in --workload-file that builds it (default: build)")
+    p.add_argument("--workload-sha256", default=None, type=_matching(SHA256, "a sha256"),
+                   help="the digest --workload-file must have (the host's; checked)")
     p.add_argument("--parallel", choices=PARALLEL, default="none",
                    help="dp: nn.DataParallel over the GPUs; ddp: DistributedDataParallel, one "
                         "process per GPU (NCCL) or per CPU share (gloo)")
@@ -76,8 +99,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--cudnn-benchmark", action="store_true")
-    p.add_argument("--lr", type=float, default=0.001)
-    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--lr", type=float, default=None,
+                   help="learning rate (default: the workload's; the tutorial's 0.001 for "
+                        "the LeNets)")
+    p.add_argument("--momentum", type=float, default=None,
+                   help="SGD's momentum, or AdamW's beta1 for the GPTs (default: the "
+                        "workload's, 0.9)")
     p.add_argument("--limit", type=_positive, default=None, help="use the first N train images")
     p.add_argument("--limit-test", type=_positive, default=None, help="first N test images")
     p.add_argument("--save-weights", metavar="FILE", default=None)
@@ -86,15 +113,44 @@ def parser() -> argparse.ArgumentParser:
 
 
 def config_from(args: argparse.Namespace) -> Dict[str, Any]:
-    """The options as the run uses them: the copy options' defaults follow the device."""
+    """The options as the run uses them: the copy options' defaults follow the device, the
+    optimizer's the workload."""
     config = {k: v for k, v in vars(args).items() if k != "out"}
     for key in ("pin_memory", "non_blocking"):
         if config[key] is None:
             config[key] = "on" if config["device"] == "cuda" else "off"
+    # A step trains batch x accumulate x devices samples (dp and ddp: nproc devices).
+    devices = config["nproc"] if config["parallel"] != "none" and config["nproc"] else 1
+    global_batch = config["batch_size"] * config["accumulate"] * devices
+    for key, value in workloads.default_optimizer(config["workload"], global_batch).items():
+        if config[key] is None:
+            config[key] = value
+    if config["workload_file"] is not None and config["workload_function"] is None:
+        config["workload_function"] = "build"
     return config
+
+
+def _check_workload(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.workload_file is None:
+        found = workloads.info(args.workload)
+        if found is None:
+            p.error("--workload: unknown workload %r (built in: %s; or name your own with "
+                    "--workload-file)" % (args.workload, ", ".join(workloads.NAMES)))
+        for flag, value in (("--workload-function", args.workload_function),
+                            ("--workload-sha256", args.workload_sha256)):
+            if value is not None:
+                p.error("%s needs --workload-file" % flag)
+        if found.data == "synthetic" and not args.synthetic:
+            p.error("--workload %s trains on seeded synthetic data (there is no data set to "
+                    "give it): use --synthetic" % args.workload)
+    elif workloads.info(args.workload) is not None:
+        p.error("--workload %s is a built-in workload's name: give yours another"
+                % args.workload)
 
 
 def parse_config(argv: List[str]) -> Tuple[argparse.Namespace, Dict[str, Any]]:
     """Parse and resolve ``argv``: what the host calls to know a cell's config in advance."""
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    _check_workload(p, args)
     return args, config_from(args)

@@ -1,14 +1,17 @@
-"""Two ways to feed the same train step.
+"""Two ways to feed the same train step, for every workload.
 
 classic:  the CIFAR-10 tutorial as people run it: PIL image per sample, ToTensor, Normalize,
           DataLoader(shuffle=True, num_workers=2); pinned memory on CUDA unless
-          --pin-memory off. Under ddp each rank reads its shard through DistributedSampler,
-          as the write-up does (it repeats up to world_size - 1 samples so that every rank
-          has as many; the record counts them).
-resident: the whole set normalised once into one tensor on the device, shuffled each epoch
-          with randperm on the device; a batch is an index, with no per-step host work.
-          Under ddp every rank draws the same permutation and takes every world_size-th
-          index from its rank on: the shards add up to the set once, with no repeats.
+          --pin-memory off. A workload whose inputs are tensors (token ids, a user's
+          features) gets the same DataLoader over a TensorDataset: per-sample indexing and
+          collation in the workers, no image transforms. Under ddp each rank reads its shard
+          through DistributedSampler, as the write-up does (it repeats up to world_size - 1
+          samples so that every rank has as many; the record counts them).
+resident: the whole set normalised once into one tensor on the device (tensor inputs as
+          they are), shuffled each epoch with randperm on the device; a batch is an index,
+          with no per-step host work. Under ddp every rank draws the same permutation and
+          takes every world_size-th index from its rank on: the shards add up to the set
+          once, with no repeats.
 
 ``shard`` is (rank, world_size) under ddp, else None. ``batch_size`` is what one loader batch
 holds: under dp the trainer passes nproc x the per-device batch (dp scatters it).
@@ -32,7 +35,8 @@ def _torchvision_transforms():
 
 
 class CifarDataset(torch.utils.data.Dataset):
-    """Same per-sample work as torchvision.datasets.CIFAR10: HWC uint8 -> PIL -> transform."""
+    """Same per-sample work as torchvision.datasets.CIFAR10: HWC uint8 -> PIL -> transform
+    (any image size: resnet50's 224x224 images take the same path)."""
 
     def __init__(self, images, labels, transform):
         from PIL import Image  # torchvision depends on Pillow and numpy
@@ -54,10 +58,18 @@ class Classic:
     name = "classic"
 
     def __init__(self, train, test, device, batch_size, workers, seed, pin_memory=False,
-                 shard=None):
-        transforms = _torchvision_transforms()
-        transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
-        train_set = CifarDataset(train[0], train[1], transform)
+                 shard=None, inputs="images"):
+        if inputs == "images":
+            transforms = _torchvision_transforms()
+            transform = transforms.Compose([transforms.ToTensor(),
+                                            transforms.Normalize(MEAN, STD)])
+
+            def dataset(pair):
+                return CifarDataset(pair[0], pair[1], transform)
+        else:
+            def dataset(pair):
+                return torch.utils.data.TensorDataset(pair[0], pair[1])
+        train_set = dataset(train)
         self.sampler = None
         if shard is not None:
             from torch.utils.data.distributed import DistributedSampler
@@ -74,7 +86,7 @@ class Classic:
                 train_set, batch_size=batch_size, shuffle=True, num_workers=workers,
                 pin_memory=pin_memory, generator=generator)
         self.test_loader = torch.utils.data.DataLoader(
-            CifarDataset(test[0], test[1], transform), batch_size=batch_size, shuffle=False,
+            dataset(test), batch_size=batch_size, shuffle=False,
             num_workers=workers, pin_memory=pin_memory)
         self.train_size = len(train[1])
 
@@ -104,12 +116,13 @@ class Resident:
     name = "resident"
 
     def __init__(self, train, test, device, batch_size, workers, seed, pin_memory=False,
-                 shard=None):
+                 shard=None, inputs="images"):
         self.batch_size = batch_size
         self.shard = shard
-        self.train_x = normalise(train[0].to(device))
+        prepare = normalise if inputs == "images" else (lambda tensor: tensor)
+        self.train_x = prepare(train[0].to(device))
         self.train_y = train[1].to(device)
-        self.test_x = normalise(test[0].to(device))
+        self.test_x = prepare(test[0].to(device))
         self.test_y = test[1].to(device)
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.train_size = len(train[1])

@@ -44,17 +44,22 @@ def _test_pass(model, batches):
     start = perf_counter()
     with torch.no_grad():
         for images, labels in batches:
-            correct += int((model(images).argmax(1) == labels).sum())
-            total += int(labels.shape[0])
+            correct += int((model(images).argmax(-1) == labels).sum())
+            total += int(labels.numel())
     return correct / max(total, 1), perf_counter() - start
+
+
+def _on_cpu(inputs):
+    inputs = inputs.detach().to("cpu")
+    return (inputs.float() if inputs.is_floating_point() else inputs).contiguous()
 
 
 def evaluate(net, test_batches):
     """Float and dynamically quantised test passes on CPU: accuracy, seconds, weight bytes."""
     quantize_dynamic = quantize_dynamic_fn()
-    # The test set on the CPU once, in plain float32 NCHW, outside both timings.
-    batches = [(images.detach().to("cpu", torch.float32).contiguous(), labels.to("cpu"))
-               for images, labels in test_batches]
+    # The test set on the CPU once, in plain float32 NCHW (token ids stay integers), outside
+    # both timings.
+    batches = [(_on_cpu(inputs), labels.to("cpu")) for inputs, labels in test_batches]
     float_model = copy.deepcopy(net).to("cpu").float().eval()
     with warnings.catch_warnings():
         # Recent torch warns that quantized tensor types will go; the log needs no page of it.

@@ -17,6 +17,7 @@ def summarise(epochs, weights_digest, forward_dtype):
         "first_epoch_s": walls[0] if walls else None,
         "samples_per_s": statistics.median(rates[1:] or rates) if rates else None,
         "final_test_acc": epochs[-1]["test_acc"] if epochs else None,
+        "final_test_loss": epochs[-1].get("test_loss") if epochs else None,
         "weights_sha256": weights_digest,
         "forward_dtype": forward_dtype,
     }

@@ -1,4 +1,7 @@
-"""The benchmark itself, top to bottom: set up, train N epochs timing every phase, evaluate."""
+"""The benchmark itself, top to bottom: set up, train N epochs timing every phase, evaluate.
+
+What is trained (data, model, loss, optimizer) is the run's workload (bench.workloads); the
+loop, its clock and everything around it are the same for every workload."""
 from __future__ import annotations
 
 import contextlib
@@ -7,14 +10,15 @@ import random
 from time import perf_counter
 
 import torch
-from torch import nn
 
-from bench import compat, data, fingerprint, memory, parallel, quantize, result
-from bench import model as model_info
-from bench.errors import DeviceUnavailable, UnsupportedOption
+from bench import compat, fingerprint, memory, parallel, quantize, result, workloads
+from bench.errors import DeviceUnavailable, UnsupportedOption, WorkloadError
 from bench.pipelines import PIPELINES
 from bench.summary import summarise
 from bench.timing import PhaseClock
+
+# How a progress line names a unit per second.
+RATE = {"images": "img/s", "tokens": "tok/s", "samples": "samples/s"}
 
 
 def select_device(name):
@@ -54,13 +58,6 @@ def check_kernels(index):
                                capability[1]))
 
 
-def load_data(config):
-    if config["synthetic"]:
-        return data.synthetic(config["seed"], limit=config["limit"],
-                              limit_test=config["limit_test"])
-    return data.load_cifar(config["data"], config["limit"], config["limit_test"])
-
-
 def weights_sha256(model):
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
@@ -69,10 +66,13 @@ def weights_sha256(model):
     return digest.hexdigest()
 
 
-def evaluate(model, pipeline, device, autocast, channels_last, non_blocking=True):
-    """Test accuracy; the argmax counts stay on the device until the one .item() at the end."""
+def evaluate(model, pipeline, device, autocast, channels_last, loss_fn, non_blocking=True):
+    """(test accuracy, mean test loss): the argmax over the outputs' last dimension against
+    the targets, and the workload's loss; both stay on the device until the one .item() each
+    at the end. The loss is null where it was not finite."""
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=device)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     total = 0
     with torch.no_grad():
         for images, labels in pipeline.test_batches():
@@ -82,10 +82,13 @@ def evaluate(model, pipeline, device, autocast, channels_last, non_blocking=True
                 images = images.contiguous(memory_format=torch.channels_last)
             with autocast():
                 outputs = model(images)
-            correct += (outputs.argmax(1) == labels).sum()
-            total += labels.shape[0]
+            correct += (outputs.argmax(-1) == labels).sum()
+            count = labels.numel()
+            loss_sum += loss_fn(outputs.float(), labels).detach().double() * count
+            total += count
     model.train()
-    return correct.item() / max(total, 1)
+    total = max(total, 1)
+    return correct.item() / total, result.finite_or_none(loss_sum.item() / total)
 
 
 def check_copy_options(config):
@@ -121,8 +124,8 @@ def train(config, record, world, store_path=None):
     if config["deterministic"]:
         compat.make_deterministic()
     torch.backends.cudnn.benchmark = bool(config["cudnn_benchmark"]) and not config["deterministic"]
-    # Before seeding: describing the model builds one, which would draw from the seeded RNG.
-    record["model"] = model_info.describe(config["model"])
+    workload = workloads.load(config)
+    workload.check_options()
     threads = parallel.split_threads(config["threads"] or torch.get_num_threads(), world)
     torch.set_num_threads(threads)
     random.seed(config["seed"])
@@ -147,13 +150,19 @@ def train(config, record, world, store_path=None):
     non_blocking = config["non_blocking"] == "on"
     autocast = compat.autocast_factory(device, config["amp"])
     scaler = compat.grad_scaler(device, config["amp"])
-    train_set, test_set = load_data(config)
+    # Data, pipeline, then the model: the order in which they draw from the seeded RNG.
+    train_set, test_set = workload.data()
     pipeline = PIPELINES[config["pipeline"]](
         train_set, test_set, device, loader_batch, config["workers"], config["seed"],
         pin_memory=config["pin_memory"] == "on",
-        shard=(world.rank, world.size) if world.distributed else None)
+        shard=(world.rank, world.size) if world.distributed else None,
+        inputs=workload.inputs)
     record["parallel"]["repeated_samples_per_epoch"] = pipeline.repeated_per_epoch()
-    net = model_info.MODELS[config["model"]]().to(device)
+    built = workload.model()
+    # Counted on a copy on the meta device, before the timed epochs; no random draws.
+    with torch.random.fork_rng(devices=[]):
+        record["model"] = workload.describe(built)
+    net = built.to(device)
     if config["channels_last"]:
         net = net.to(memory_format=torch.channels_last)
     wrapped = parallel.wrap(net, world, autocast if config["amp"] != "off" else None)
@@ -161,8 +170,8 @@ def train(config, record, world, store_path=None):
     # Outside ddp the test pass uses the model as trained (compiled too); under ddp rank 0
     # tests alone, so it calls the network itself, which needs no other rank.
     test_model = net if world.distributed else model
-    criterion = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(net.parameters(), lr=config["lr"], momentum=config["momentum"])
+    criterion = workload.loss
+    optimizer = workload.optimizer(net.parameters())
     clock = PhaseClock(cuda=device.type == "cuda")
     forward_dtype = None
     # Every micro-step syncs outside ddp's accumulation: no_sync is never asked for.
@@ -220,9 +229,13 @@ def train(config, record, world, store_path=None):
         if not world.main:
             continue
         train_loss = result.finite_or_none((loss_sum / max(steps, 1)).item())
+        if train_loss is None and workload.source == "file":
+            raise WorkloadError("the training loss was not finite (NaN or infinite) in epoch "
+                                "%d of %d: the model diverged or the loss is broken"
+                                % (epoch + 1, config["epochs"]))
         test_start = perf_counter()
-        accuracy = evaluate(test_model, pipeline, device, autocast, config["channels_last"],
-                            non_blocking)
+        accuracy, test_loss = evaluate(test_model, pipeline, device, autocast,
+                                       config["channels_last"], criterion, non_blocking)
         test_s = perf_counter() - test_start
         # The epoch lasts as long as its slowest rank; its phases are that rank's.
         slowest = max(ranks, key=lambda r: r["wall_s"])
@@ -231,13 +244,15 @@ def train(config, record, world, store_path=None):
         entry = {
             "epoch": epoch, "wall_s": wall, "samples": samples,
             "samples_per_s": round(samples / wall, 3), "phases_s": slowest["phases_s"],
-            "train_loss": train_loss, "test_acc": accuracy, "test_s": round(test_s, 6),
+            "train_loss": train_loss, "test_acc": accuracy, "test_loss": test_loss,
+            "test_s": round(test_s, 6),
         }
         if world.distributed:
             entry["ranks"] = ranks
         record["epochs"].append(entry)
-        print("epoch %d/%d  %.2f s  %.0f img/s  loss %s  acc %.2f%%  (test %.2f s)"
-              % (epoch + 1, config["epochs"], wall, samples / wall,
+        print("epoch %d/%d  %.2f s  %.0f %s  loss %s  acc %.2f%%  (test %.2f s)"
+              % (epoch + 1, config["epochs"], wall,
+                 samples * workload.units_per_sample / wall, RATE[workload.unit],
                  "%.4f" % train_loss if train_loss is not None else "not finite",
                  100 * accuracy, test_s), flush=True)
 

@@ -10,7 +10,7 @@ from bench.result import PHASES
 def _epochs(walls, rates=None, accs=None):
     rates = rates or [100.0 / w for w in walls]
     accs = accs or [0.1 * (i + 1) for i in range(len(walls))]
-    return [{"wall_s": w, "samples_per_s": r, "test_acc": a}
+    return [{"wall_s": w, "samples_per_s": r, "test_acc": a, "test_loss": 3.0 - a}
             for w, r, a in zip(walls, rates, accs)]
 
 
@@ -20,7 +20,7 @@ def test_the_epoch_time_is_the_median_after_the_warm_up_epoch():
     out = summary.summarise(_epochs([10.0, 4.0, 9.0, 5.0], rates=[50.0, 30.0, 10.0, 20.0],
                                     accs=[0.2, 0.3, 0.5, 0.4]), "ab" * 32, "bfloat16")
     assert out == {"epoch_s_median": 5.0, "first_epoch_s": 10.0, "samples_per_s": 20.0,
-                   "final_test_acc": 0.4, "weights_sha256": "ab" * 32,
+                   "final_test_acc": 0.4, "final_test_loss": 2.6, "weights_sha256": "ab" * 32,
                    "forward_dtype": "bfloat16"}
 
 

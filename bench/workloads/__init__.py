@@ -1,0 +1,161 @@
+"""What a cell trains: the built-in workloads by name, and the user's own from a file.
+
+A workload is what a matrix says to train: its sample unit, its data, its model, its loss, its
+quality metric and its optimizer. The pipelines, the phase clock, AMP, compile, accumulation,
+dp/ddp and memory are bench's and the same for every workload (bench.train).
+
+This module imports neither torch nor anything that does: the host reads the catalog (names,
+units, default batch sizes) and hashes a user's workload with ``digest``, the function bench
+checks the mounted copy with. The workloads themselves are modules beside it, imported by
+``load`` inside the image.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections import OrderedDict
+from typing import Any, Dict, List, Optional, Tuple
+
+from bench.errors import WorkloadError
+
+
+class Info(object):
+    """A built-in workload as the catalog knows it, without torch.
+
+    data: "cifar10" for workloads that train on CIFAR-10 (or its seeded stand-in with
+    --synthetic), "synthetic" for those whose data is always seeded and generated (there is
+    no data set the kit can have for them)."""
+
+    def __init__(self, name, module, unit, data, batch_size, lr, momentum, about,
+                 lr_batch=None, quick=(5000, 1000)):
+        self.name = name
+        self.module = module
+        self.unit = unit
+        self.data = data
+        self.batch_size = batch_size
+        self.lr = lr
+        self.momentum = momentum
+        self.about = about
+        # lr is for this global batch and scales linearly with it (Goyal et al. 2017, as
+        # NVIDIA's ResNet-50 recipe does); None: lr as it is at any batch.
+        self.lr_batch = lr_batch
+        # --quick's train and test limits: one short epoch, to check a matrix in minutes.
+        self.quick = quick
+
+
+_ENTRIES = [
+    # The tutorial's hyper-parameters (SGD lr 0.001, momentum 0.9) for the LeNets: the
+    # write-up's experiment, figures unchanged.
+    Info("lenet", "lenet", "images", "cifar10", 256, 0.001, 0.9,
+         "the PyTorch CIFAR-10 tutorial's LeNet (62 k parameters), the write-up's model"),
+    Info("lenet-gap", "lenet", "images", "cifar10", 256, 0.001, 0.9,
+         "LeNet with global average pooling in place of its fully connected layers"),
+    Info("lenet-dws", "lenet", "images", "cifar10", 256, 0.001, 0.9,
+         "LeNet with depthwise separable convolutions"),
+    Info("resnet18-cifar", "resnet", "images", "cifar10", 128, 0.1, 0.9,
+         "ResNet-18 in its CIFAR form (3x3 stem, no max-pool; 11.2 M parameters) on CIFAR-10, "
+         "SGD with weight decay 5e-4, lr 0.1 per 256 images of batch", lr_batch=256),
+    Info("resnet50", "resnet", "images", "synthetic", 64, 0.1, 0.9,
+         "ResNet-50 v1.5 (25.6 M parameters) on seeded ImageNet-shaped images (3x224x224, "
+         "1000 classes), as Lambda's benchmark runs it; SGD with weight decay 1e-4, lr 0.1 "
+         "per 256 images of batch", lr_batch=256, quick=(256, 64)),
+    # momentum is AdamW's beta1 for the GPTs.
+    Info("gpt-tiny", "gpt", "tokens", "synthetic", 32, 1e-3, 0.9,
+         "a GPT-2-style decoder small enough for a CPU cell (4 layers, width 192, 128 "
+         "tokens, vocabulary 512, 1.9 M parameters) on seeded synthetic tokens, AdamW",
+         quick=(512, 128)),
+    Info("gpt2-small", "gpt", "tokens", "synthetic", 8, 6e-4, 0.9,
+         "GPT-2 small's shape (12 layers, width 768, 1024 tokens, 124 M parameters) on "
+         "seeded synthetic tokens, AdamW as nanoGPT trains it", quick=(32, 8)),
+]
+BUILTIN = OrderedDict((info.name, info) for info in _ENTRIES)
+NAMES = tuple(BUILTIN)
+DEFAULT = "lenet"
+# A user's workload may read CIFAR-10 (ctx.cifar10()): it gets the data set a cell has.
+USER_DATA = "cifar10"
+UNITS = ("images", "tokens", "samples")
+
+# A workload is code and small files: a folder past these is refused, not hashed for minutes.
+MAX_FILES = 2000
+MAX_BYTES = 256 * 2**20
+SKIPPED_DIRS = ("__pycache__", ".git", ".ipynb_checkpoints")
+
+
+def info(name: str) -> Optional[Info]:
+    return BUILTIN.get(name)
+
+
+def default_optimizer(name: str, global_batch: int) -> Dict[str, Any]:
+    """lr and momentum of a workload when the command line leaves them out (a user's own
+    workload takes the tutorial's, unless its build() brings its own optimizer)."""
+    found = BUILTIN.get(name)
+    if found is None:
+        return {"lr": 0.001, "momentum": 0.9}
+    lr = found.lr if found.lr_batch is None else found.lr * global_batch / found.lr_batch
+    return {"lr": lr, "momentum": found.momentum}
+
+
+def _files(path: str) -> List[Tuple[str, str]]:
+    """(relative name, absolute path) of every file a workload is made of, sorted; refuses
+    links, special files and anything past the caps."""
+    if os.path.islink(path):
+        raise WorkloadError("%s is a symbolic link: name the file or folder itself" % path)
+    if os.path.isfile(path):
+        return [(os.path.basename(path), path)]
+    if not os.path.isdir(path):
+        raise WorkloadError("%s does not exist" % path)
+    found = []
+    for folder, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in list(dirs) + names:
+            full = os.path.join(folder, name)
+            mode = os.lstat(full).st_mode
+            if stat.S_ISLNK(mode):
+                raise WorkloadError("%s: a symbolic link inside a workload folder (its target "
+                                    "would not reach the container): copy the file in"
+                                    % os.path.relpath(full, path))
+            if name in names and not stat.S_ISREG(mode):
+                raise WorkloadError("%s: not a regular file" % os.path.relpath(full, path))
+        for name in sorted(names):
+            if name.endswith(".pyc"):
+                continue
+            found.append((os.path.relpath(os.path.join(folder, name), path).replace(os.sep, "/"),
+                          os.path.join(folder, name)))
+            if len(found) > MAX_FILES:
+                raise WorkloadError("%s holds more than %d files: a workload folder is code "
+                                    "and small files" % (path, MAX_FILES))
+    return sorted(found)
+
+
+def digest(path: str) -> str:
+    """sha256 of a workload file or folder: each file's name and bytes, in name order. The
+    host puts it in the cell's identity; bench checks that the copy it runs has the same."""
+    sha = hashlib.sha256()
+    total = 0
+    for name, full in _files(path):
+        total += os.path.getsize(full)
+        if total > MAX_BYTES:
+            raise WorkloadError("%s is larger than %d MB: a workload folder is code and small "
+                                "files" % (path, MAX_BYTES // 2**20))
+        sha.update(name.encode("utf-8") + b"\0")
+        with open(full, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                sha.update(block)
+        sha.update(b"\0")
+    return sha.hexdigest()
+
+
+def load(config):
+    """The workload a run's config names, ready to build. Imports torch: the modules are
+    found by name, so that importing this package (the host does) never does."""
+    import importlib
+
+    if config.get("workload_file"):
+        return importlib.import_module("bench.workloads.user").UserWorkload(config)
+    found = BUILTIN.get(config["workload"])
+    if found is None:  # the parser refuses this; a config built by hand may not
+        raise WorkloadError("unknown workload %r (built in: %s)"
+                            % (config["workload"], ", ".join(NAMES)))
+    module = importlib.import_module("bench.workloads.%s" % found.module)
+    return module.make(found, config)

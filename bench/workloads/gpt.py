@@ -1,0 +1,148 @@
+"""gpt-tiny and gpt2-small: a GPT-2-style decoder on seeded synthetic tokens, in tokens/s.
+
+The model is GPT-2's (Radford et al. 2019) as nanoGPT writes it: learned token and position
+embeddings, pre-norm blocks of causal self-attention and a 4x GELU MLP, a final layer norm and
+a language-model head tied to the token embedding; no dropout, weights drawn from N(0, 0.02).
+
+Attention is torch's fused ``scaled_dot_product_attention`` where the image's torch has it
+(2.0 on) and the explicit softmax(QK^T / sqrt(d)) V with a causal mask where it does not; the
+record says which ran, so a torch 1.12 stack against a 2.x stack shows what fusing buys.
+
+Sizes:
+  gpt-tiny    4 layers, width 192, 6 heads, 128 tokens, vocabulary 512: 1.9 M parameters,
+              small enough for a CPU cell and the tests.
+  gpt2-small  GPT-2 small's shape: 12 layers, width 768, 12 heads, 1024 tokens, vocabulary
+              50304 (GPT-2's 50257 padded to a multiple of 64, as nanoGPT does for speed):
+              124 M parameters.
+A sample is one sequence; the page counts tokens (a sequence's length each). AdamW with
+nanoGPT's betas (0.9, 0.95) and weight decay 0.1 on the matrices.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from bench import data as datasets
+from bench.workloads.base import Workload
+
+SIZES = {
+    # layers, width, heads, sequence length, vocabulary, train / test sequences
+    "gpt-tiny": (4, 192, 6, 128, 512, 2048, 256),
+    "gpt2-small": (12, 768, 12, 1024, 50304, 1024, 64),
+}
+
+
+def has_fused_attention():
+    return hasattr(F, "scaled_dot_product_attention")
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, width, heads, length, fused):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.fused = fused
+        if not fused:
+            mask = torch.tril(torch.ones(length, length, dtype=torch.bool))
+            self.register_buffer("mask", mask.view(1, 1, length, length), persistent=False)
+
+    def attention_macs(self, x):
+        """Multiply-adds of QK^T and of the weights times V (bench.workloads.flops's hooks;
+        the projections are linear layers, counted on their own)."""
+        batch, length, width = x.shape
+        return 2 * batch * length * length * width
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=2)
+        shape = (batch, length, self.heads, width // self.heads)
+        q, k, v = (t.view(*shape).transpose(1, 2) for t in (q, k, v))
+        if self.fused:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.shape[-1]))
+            scores = scores.masked_fill(~self.mask[:, :, :length, :length], float("-inf"))
+            y = F.softmax(scores, dim=-1) @ v
+        return self.proj(y.transpose(1, 2).contiguous().view(batch, length, width))
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads, length, fused):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width)
+        self.attention = CausalSelfAttention(width, heads, length, fused)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                 nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, layers, width, heads, length, vocab, fused):
+        super().__init__()
+        self.token = nn.Embedding(vocab, width)
+        self.position = nn.Embedding(length, width)
+        self.blocks = nn.Sequential(*[Block(width, heads, length, fused) for _ in range(layers)])
+        self.ln = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.token.weight  # tied, as GPT-2's
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.token(tokens) + self.position(positions)
+        return self.head(self.ln(self.blocks(x)))
+
+
+class GPTWorkload(Workload):
+    unit = "tokens"
+    quality = "loss"
+    inputs = "tensors"
+
+    def __init__(self, info, config):
+        super().__init__(info, config)
+        (self.layers, self.width, self.heads, self.length, self.vocab, self.train_size,
+         self.test_size) = SIZES[info.name]
+        self.units_per_sample = self.length
+        self.attention = "sdpa" if has_fused_attention() else "explicit"
+
+    def data(self):
+        config = self.config
+        return datasets.synthetic_tokens(config["seed"], self.vocab, self.length,
+                                         self.train_size, self.test_size,
+                                         limit=config["limit"], limit_test=config["limit_test"])
+
+    def model(self):
+        return GPT(self.layers, self.width, self.heads, self.length, self.vocab,
+                   self.attention == "sdpa")
+
+    def optimizer(self, parameters):
+        parameters = [p for p in parameters if p.requires_grad]
+        # Weight decay on the matrices (embeddings and linear weights), not on biases and
+        # layer norms, as nanoGPT and GPT-2 do.
+        groups = [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": 0.1},
+                  {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=self.config["lr"],
+                                 betas=(self.config["momentum"], 0.95))
+
+    def example(self, batch=1):
+        return torch.zeros(batch, self.length, dtype=torch.int64)
+
+    def describe_extra(self):
+        return {"attention": self.attention, "sequence_length": self.length,
+                "vocabulary": self.vocab}
+
+
+def make(info, config):
+    return GPTWorkload(info, config)

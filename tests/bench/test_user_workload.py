@@ -1,0 +1,191 @@
+"""A user's own workload through bench's CLI: the contract's happy paths (a file, a package
+folder, token-like inputs with their own loss and optimizer) and each way it can break, which
+must end the run with one sentence and its traceback in the log."""
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+from bench_helpers import run_bench
+
+from bench import workloads
+from bench.errors import WorkloadError
+
+RUN = ("--device", "cpu", "--synthetic", "--pipeline", "resident", "--epochs", "2",
+       "--batch-size", "32", "--limit", "128", "--limit-test", "64")
+
+MLP = '''
+import torch
+from torch import nn
+
+
+def build(ctx):
+    train, test = ctx.cifar10()
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 64), nn.ReLU(), nn.Linear(64, 10))
+    return {"model": model, "train": train, "test": test, "inputs": "images",
+            "unit": "images"}
+'''
+
+
+def _write(folder, name, text):
+    path = os.path.join(str(folder), name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(text))
+    return path
+
+
+def _run(tmp_path, path, *extra, name="mine"):
+    return run_bench(tmp_path, *RUN, "--workload", name, "--workload-file", path, *extra)
+
+
+def test_a_file_workload_runs_and_records_its_digest(tmp_path):
+    path = _write(tmp_path, "mlp.py", MLP)
+    digest = workloads.digest(path)
+    code, record, out = _run(tmp_path, path, "--workload-sha256", digest)
+    assert code == 0, out
+    model = record["model"]
+    assert (model["name"], model["source"], model["sha256"]) == ("mine", "file", digest)
+    assert model["unit"] == "images" and model["quality"] == "accuracy"
+    assert model["parameters"] == 3 * 32 * 32 * 64 + 64 + 64 * 10 + 10
+    assert model["flops"]["forward"] == 2 * (3 * 32 * 32 * 64 + 64 * 10)
+    config = record["config"]
+    assert (config["workload"], config["workload_file"], config["workload_function"],
+            config["workload_sha256"]) == ("mine", path, "build", digest)
+    assert record["epochs"][-1]["samples"] == 128
+
+
+def test_a_package_folder_with_its_own_modules_files_loss_and_optimizer(tmp_path):
+    """Token-like tensor inputs (no image transforms), a relative import, a file read from
+    the folder, a loss and an optimizer of its own, counted in tokens."""
+    folder = tmp_path / "lm"
+    _write(folder, "__init__.py", '''
+        import os
+        import torch
+        from .net import Bigram
+
+
+        def make(ctx):
+            with open(os.path.join(ctx.folder, "vocab.txt")) as f:
+                vocab = int(f.read())
+            g = torch.Generator().manual_seed(ctx.seed)
+            tokens = torch.randint(0, vocab, (96, 9), generator=g)
+            pair = (tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous())
+            return {"model": Bigram(vocab), "train": pair, "test": pair, "unit": "tokens",
+                    "units_per_sample": 8, "quality": "loss",
+                    "loss": lambda out, y: torch.nn.functional.cross_entropy(
+                        out.reshape(-1, out.shape[-1]), y.reshape(-1)),
+                    "optimizer": lambda params: torch.optim.Adam(params, lr=0.01)}
+    ''')
+    _write(folder, "net.py", '''
+        from torch import nn
+
+
+        class Bigram(nn.Module):
+            def __init__(self, vocab):
+                super().__init__()
+                self.table = nn.Embedding(vocab, vocab)
+
+            def forward(self, tokens):
+                return self.table(tokens)
+    ''')
+    _write(folder, "vocab.txt", "50")
+    code, record, out = _run(tmp_path, str(folder), "--workload-function", "make", name="lm")
+    assert code == 0, out
+    assert record["model"]["unit"] == "tokens" and record["model"]["units_per_sample"] == 8
+    assert record["model"]["quality"] == "loss" and "tok/s" in out
+    assert record["model"]["sha256"] == workloads.digest(str(folder))
+
+
+def _fails(tmp_path, source, *extra, name="broken.py"):
+    path = _write(tmp_path, name, source) if source is not None else str(tmp_path / name)
+    code, record, out = _run(tmp_path, path, *extra)
+    assert code == 1 and record["status"] == "failed", out
+    assert record["error"]["type"] == "WorkloadError", record["error"]
+    message = record["error"]["message"]
+    assert "\n" not in message, message
+    return message, out
+
+
+def test_a_missing_file(tmp_path):
+    message, out = _fails(tmp_path, None)
+    assert "broken.py does not exist" in message and "Traceback" not in out
+
+
+def test_a_missing_function_names_what_the_file_defines(tmp_path):
+    message, _ = _fails(tmp_path, "def make(ctx):\n    pass\n\n\ndef _helper():\n    pass\n")
+    assert "defines no function 'build' (it defines: make)" in message
+
+
+def test_a_build_that_raises_says_so_and_logs_its_traceback(tmp_path):
+    message, out = _fails(tmp_path, '''
+        def build(ctx):
+            raise ValueError("no such dataset: imagenet-21k")
+    ''')
+    assert "build() in broken.py raised ValueError: no such dataset: imagenet-21k" in message
+    assert "Traceback" in out and 'raise ValueError("no such dataset' in out
+
+
+def test_an_import_error_in_the_workload(tmp_path):
+    message, out = _fails(tmp_path, "import timm\n")
+    assert "importing broken.py failed: ModuleNotFoundError" in message and "timm" in message
+    assert "Traceback" in out
+
+
+def test_outputs_of_the_wrong_shape(tmp_path):
+    message, _ = _fails(tmp_path, MLP.replace("nn.Linear(64, 10))", "nn.Linear(64, 10), "
+                                              "nn.Unflatten(1, (5, 2)))"))
+    assert "outputs (32, 5, 2) do not fit targets (32,)" in message
+
+
+def test_a_loss_that_is_not_finite(tmp_path):
+    message, _ = _fails(tmp_path, MLP.replace('"unit": "images"}', '"unit": "images", '
+                                              '"loss": lambda out, y: out.sum() * float("nan")}'))
+    assert "training loss was not finite (NaN or infinite) in epoch 1 of 2" in message
+
+
+def test_a_workload_changed_after_the_host_hashed_it(tmp_path):
+    message, _ = _fails(tmp_path, MLP, "--workload-sha256", "0" * 64)
+    assert "changed since the host hashed it" in message
+
+
+@pytest.mark.parametrize("returned,said", [
+    ("[1, 2]", "returned a list, not a dict"),
+    ('{"model": None}', "returned no train, test"),
+    ('{"model": 3, "train": 1, "test": 1}', "model: a int, not a torch.nn.Module"),
+    ('dict(OK, unit="frames")', "unit: 'frames' (one of images, tokens, samples)"),
+    ('dict(OK, extra=1)', "unknown key(s) extra"),
+    ('dict(OK, train=(OK["train"][0][:5], OK["train"][1]))', "train: 5 inputs for 128 targets"),
+    ('dict(OK, inputs="images", train=(OK["train"][0].float(), OK["train"][1]))',
+     "inputs 'images' are uint8 N x C x H x W, got torch.float32"),
+])
+def test_a_build_that_breaks_the_contract(tmp_path, returned, said):
+    source = MLP.replace("def build(ctx):", "def ok(ctx):") + textwrap.dedent('''
+
+        def build(ctx):
+            OK = ok(ctx)
+            return %s
+    ''' % returned)
+    message, _ = _fails(tmp_path, source)
+    assert said in message, message
+
+
+def test_the_digest_is_of_names_and_bytes_and_refuses_links(tmp_path):
+    folder = tmp_path / "w"
+    _write(folder, "__init__.py", "x = 1\n")
+    _write(folder, "sub/data.txt", "abc")
+    first = workloads.digest(str(folder))
+    assert workloads.digest(str(folder)) == first and len(first) == 64
+    _write(folder, "__pycache__/x.pyc", "compiled")  # caches are not the workload
+    assert workloads.digest(str(folder)) == first
+    _write(folder, "sub/data.txt", "abd")
+    assert workloads.digest(str(folder)) != first
+    os.rename(str(folder / "sub" / "data.txt"), str(folder / "sub" / "other.txt"))
+    _write(folder, "sub/other.txt", "abc")
+    assert workloads.digest(str(folder)) != first  # same bytes, another name
+    os.symlink("/etc/passwd", str(folder / "link"))
+    with pytest.raises(WorkloadError, match="symbolic link"):
+        workloads.digest(str(folder))
+    with pytest.raises(WorkloadError, match="does not exist"):
+        workloads.digest(str(tmp_path / "nothing"))
