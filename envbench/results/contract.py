@@ -25,6 +25,7 @@ MAX_DEPTH = 32
 MAX_INT_DIGITS = 18  # beyond int64: no count, size or seed is that large
 SCHEMA_1 = "envbench.result/1"
 SCHEMA_2 = "envbench.result/2"
+SCHEMA_3 = "envbench.result/3"
 
 
 class InvalidResult(ValueError):
@@ -107,14 +108,16 @@ def check(record: Any) -> dict[str, Any]:
     """The record in the current schema's shape; raises InvalidResult with the first problem."""
     if not isinstance(record, dict):
         raise InvalidResult("not a result: the file holds no JSON object")
-    if record.get("schema") == SCHEMA_1:
-        record = upgrade_2(upgrade_1(record))
-    elif record.get("schema") == SCHEMA_2:
-        record = upgrade_2(record)
-    elif record.get("schema") != result.SCHEMA:
-        raise InvalidResult("schema %s is not one this envbench reads (it reads %s, %s and %s)"
-                            % (_short(repr(record.get("schema")), 60), result.SCHEMA,
-                               SCHEMA_2, SCHEMA_1))
+    upgrades = {SCHEMA_1: (upgrade_1, upgrade_2, upgrade_3), SCHEMA_2: (upgrade_2, upgrade_3),
+                 SCHEMA_3: (upgrade_3,), result.SCHEMA: ()}
+    schema = record.get("schema")
+    steps = upgrades.get(schema) if isinstance(schema, str) else None
+    if steps is None:
+        raise InvalidResult("schema %s is not one this envbench reads (it reads %s)"
+                            % (_short(repr(record.get("schema")), 60),
+                               ", ".join(sorted(upgrades, reverse=True))))
+    for step in steps:
+        record = step(record)
     error = best_match(_VALIDATOR.iter_errors(record))
     if error is not None:
         where = _where(error.absolute_path)
@@ -200,7 +203,7 @@ def upgrade_2(old: dict[str, Any]) -> dict[str, Any]:
     pinned memory and copied asynchronously exactly when the device was cuda.
     """
     record = copy.deepcopy(old)
-    record["schema"] = result.SCHEMA
+    record["schema"] = SCHEMA_3
     record.setdefault("upgraded_from", SCHEMA_2)
     config = record.get("config")
     if not isinstance(config, dict):
@@ -217,4 +220,38 @@ def upgrade_2(old: dict[str, Any]) -> dict[str, Any]:
         "mode": "none", "world_size": 1, "backend": None, "per_device_batch": batch,
         "global_batch": batch, "threads_per_rank": (record.get("env") or {}).get("threads"),
     } if ran else None)
+    return record
+
+
+def upgrade_3(old: dict[str, Any]) -> dict[str, Any]:
+    """A schema-3 record in schema 4's shape: the option `model` is the workload now.
+
+    Schema-3 bench trained one of the LeNets, built in, on images (CIFAR-10 or its seeded
+    stand-in), led with accuracy, and counted forward FLOPs with hooks; a swept `model` is a
+    swept `workload`, so old and new results of one LeNet are one measurement.
+    """
+    record = copy.deepcopy(old)
+    record["schema"] = result.SCHEMA
+    record.setdefault("upgraded_from", SCHEMA_3)
+    config, cell, model = (record.get(k) for k in ("config", "cell", "model"))
+    if isinstance(config, dict):
+        if "model" in config and "workload" not in config:
+            config["workload"] = config.pop("model")
+        for key in ("workload_file", "workload_function", "workload_sha256"):
+            config.setdefault(key, None)
+    if isinstance(cell, dict) and isinstance(cell.get("variant"), dict):
+        variant = cell["variant"]
+        if "model" in variant and "workload" not in variant:
+            variant["workload"] = variant.pop("model")
+    if isinstance(model, dict):
+        model.setdefault("unit", "images")
+        model.setdefault("units_per_sample", 1)
+        model.setdefault("quality", "accuracy")
+        model.setdefault("source", "builtin")
+        model.setdefault("sha256", None)
+        model.setdefault("attention", None)
+        forward = model.get("flops_per_image")
+        model.setdefault("flops", {"forward": forward, "train": None,
+                                   "method": "hooks" if forward is not None else None,
+                                   "note": None})
     return record

@@ -36,6 +36,7 @@ class Epoch:
     train_loss: float | None
     test_acc: float | None
     test_s: float | None
+    test_loss: float | None = None
 
     def phase(self, name: str) -> float:
         """Seconds of one phase (0 where the epoch did not record it)."""
@@ -90,6 +91,7 @@ class Summary:
     final_test_acc: float | None
     weights_sha256: str | None
     forward_dtype: str | None
+    final_test_loss: float | None = None
 
 
 @dataclass(frozen=True)
@@ -104,9 +106,29 @@ class Parallel:
 
 @dataclass(frozen=True)
 class ModelInfo:
+    """What the workload trained (the record's model section)."""
+
     name: str
     parameters: int
-    flops_per_image: int
+    flops_per_image: int | None     # forward FLOPs of one sample
+    unit: str                       # images, tokens or samples
+    units_per_sample: int
+    quality: str                    # accuracy or loss: what the page leads with
+    flops_train: int | None         # forward and backward of one sample
+    flops_method: str | None
+    flops_note: str | None
+    source: str                     # builtin or file
+    sha256: str | None
+    attention: str | None
+
+    @classmethod
+    def of(cls, model: Mapping[str, Any]) -> ModelInfo:
+        flops = model.get("flops") or {}
+        return cls(model["name"], model["parameters"], model["flops_per_image"],
+                   model["unit"], model["units_per_sample"], model["quality"],
+                   flops.get("train"), flops.get("method"), flops.get("note"),
+                   model.get("source") or "builtin", model.get("sha256"),
+                   model.get("attention"))
 
 
 @dataclass(frozen=True)
@@ -159,13 +181,13 @@ class Result:
             image=_frozen(record["env"]["image"]),
             epochs=tuple(Epoch(e["epoch"], e["wall_s"], e["samples"], e["samples_per_s"],
                                _frozen(e["phases_s"]), e["train_loss"], e["test_acc"],
-                               e["test_s"]) for e in record["epochs"]),
+                               e["test_s"], e.get("test_loss")) for e in record["epochs"]),
             memory=_frozen(record["memory"]),
             summary=Summary(summary["epoch_s_median"], summary["first_epoch_s"],
                             summary["samples_per_s"], summary["final_test_acc"],
-                            summary["weights_sha256"], summary["forward_dtype"]),
-            model=ModelInfo(model["name"], model["parameters"], model["flops_per_image"])
-            if model else None,
+                            summary["weights_sha256"], summary["forward_dtype"],
+                            summary.get("final_test_loss")),
+            model=ModelInfo.of(model) if model else None,
             parallel=Parallel(parallel["mode"], parallel["world_size"], parallel["backend"],
                               parallel["per_device_batch"], parallel["global_batch"],
                               parallel["threads_per_rank"]) if parallel else None,
@@ -190,6 +212,22 @@ class Result:
     @property
     def device(self) -> str:
         return str(self.config["device"])
+
+    @property
+    def workload(self) -> str:
+        """What the cell trained (schema 3's `model`, upgraded on read)."""
+        return str(self.config["workload"])
+
+    @property
+    def unit(self) -> str:
+        """What a sample is counted in: images (older results, the LeNets), tokens..."""
+        return self.model.unit if self.model else "images"
+
+    @property
+    def units_per_s(self) -> float | None:
+        rate = self.summary.samples_per_s
+        return None if rate is None else rate * (self.model.units_per_sample
+                                                 if self.model else 1)
 
     @property
     def world_size(self) -> int:

@@ -17,6 +17,12 @@ from envbench.results import contract
 from envbench.results.record import Result
 
 HOSTILE = "<script>alert(1)</script>"
+# The model section bench writes for the tutorial's LeNet (tests/bench/test_flops.py counts it).
+LENET_MODEL = {"name": "lenet", "parameters": 62006, "flops_per_image": 1303440,
+               "flops": {"forward": 1303440, "train": 3204720, "method": "flop_counter",
+                         "note": None},
+               "unit": "images", "units_per_sample": 1, "quality": "accuracy",
+               "source": "builtin", "sha256": None, "attention": None}
 # (device, label, price, epoch seconds at batch 256, at batch 32): the write-up's figures.
 TARGETS = {"gpu": ("cuda", "RTX 3060", 0.35, 23.4, 60.0),
            "cpu": ("cpu", "i7-11800H", 0.10, 189.7, 318.0)}
@@ -28,7 +34,7 @@ def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Rand
                 torch: str = "2.5.1", cuda: str | None = "12.4", factor: float = 1.0,
                 quick: bool = False, label: str | None = None,
                 device_name: str | None = None) -> dict:
-    """A schema-3 result as the host would store it, with the write-up's shape of figures."""
+    """A schema-4 result as the host would store it, with the write-up's shape of figures."""
     device, default_label, price, at256, at32 = TARGETS[target]
     base = (at256 if batch == 256 else at32) * factor
     config = {"device": device, "data": "/data", "synthetic": False, "epochs": 5,
@@ -36,12 +42,13 @@ def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Rand
               "channels_last": False, "compile": "off", "accumulate": 1, "threads": 8,
               "seed": 0, "deterministic": True, "cudnn_benchmark": False, "lr": 0.001,
               "momentum": 0.9, "limit": None, "limit_test": None, "save_weights": None,
-              "model": "lenet", "parallel": "none", "nproc": None, "quantize_eval": "off",
+              "workload": "lenet", "workload_file": None, "workload_function": None,
+              "workload_sha256": None, "parallel": "none", "nproc": None, "quantize_eval": "off",
               "pin_memory": "on" if device == "cuda" else "off",
               "non_blocking": "on" if device == "cuda" else "off"}
     record = result.new_record(config)
     record["status"] = "ok"
-    record["model"] = {"name": "lenet", "parameters": 62006, "flops_per_image": 1303440}
+    record["model"] = dict(LENET_MODEL)
     record["parallel"] = {"mode": "none", "world_size": 1, "backend": None,
                           "per_device_batch": batch, "global_batch": batch,
                           "threads_per_rank": 8}

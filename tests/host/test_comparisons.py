@@ -688,9 +688,11 @@ def _by_cell_variant(records: list[dict]) -> dict[tuple, list[dict]]:
 def _model(record: dict, name: str, parameters: int, flops: int,
            quantised: tuple | None = None) -> dict:
     out = copy.deepcopy(record)
-    out["cell"]["variant"] = {"model": name}
-    out["config"].update(model=name, quantize_eval="off" if quantised is None else "dynamic")
-    out["model"] = {"name": name, "parameters": parameters, "flops_per_image": flops}
+    out["cell"]["variant"] = {"workload": name}
+    out["config"].update(workload=name, quantize_eval="off" if quantised is None else "dynamic")
+    out["model"] = dict(out["model"], name=name, parameters=parameters, flops_per_image=flops,
+                        flops={"forward": flops, "train": 3 * flops, "method": "hooks",
+                               "note": None})
     if quantised is not None:
         keys = ("float_test_acc", "float_test_s", "test_acc", "test_s", "float_weight_bytes",
                 "weight_bytes")
@@ -717,7 +719,7 @@ def test_the_models_table_gives_each_groups_model_and_its_median_quantised_pass(
     assert sorted(by_model) == ["lenet", "lenet-dws"]
     assert (by_model["lenet"].model.parameters, by_model["lenet"].model.flops_per_image,
             by_model["lenet"].quantized) == (62006, 1303440, None)
-    assert by_model["lenet-dws"].group.variant == {"model": "lenet-dws"}
+    assert by_model["lenet-dws"].group.variant == {"workload": "lenet-dws"}
     # Medians over the repeats, each figure on its own; a figure no repeat has stays None,
     # and one two repeats have is the median of those two.
     assert by_model["lenet-dws"].quantized == {
@@ -727,7 +729,7 @@ def test_the_models_table_gives_each_groups_model_and_its_median_quantised_pass(
         .read_text()
     table = re.search(r'<table class="models">(.*?)</table>', page, flags=re.S).group(1)
     dws = next(row for row in table.split("<tr>") if "<td>lenet-dws</td>" in row)
-    assert "9,000" in dws and "0.400" in dws  # parameters; MFLOPs per image
+    assert "9,000" in dws and "0.0004 · 0.0012" in dws  # parameters; GFLOPs per image
     assert "61.0% / 2.20<" in dws and "58.0% / 1.10<" in dws, dws
     assert "— / 67.87 KiB" in dws  # 69,500 bytes; the float weights' size is unknown
 

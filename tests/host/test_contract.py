@@ -45,7 +45,7 @@ def real_set() -> list[dict]:
 
 def test_the_schema_is_a_valid_json_schema_and_bench_writes_by_it():
     jsonschema.Draft202012Validator.check_schema(result.SCHEMA_DOCUMENT)
-    assert result.SCHEMA == "envbench.result/3"
+    assert result.SCHEMA == "envbench.result/4"
     assert contract.problems(real_record()) == []
     assert contract.problems(result.new_record({})) != []  # a bare start is not a result
 
@@ -103,26 +103,62 @@ def test_schema_1_files_are_read_and_what_they_lack_is_not_measured():
     assert record["cell"]["resources"]["threads"] is None
     assert record["epochs"] == old["epochs"]
     assert identity.of_record(record).environment == "torch2.13-cpu"
-    assert record["config"]["model"] == "lenet" and record["parallel"]["world_size"] == 1
+    assert record["config"]["workload"] == "lenet" and record["parallel"]["world_size"] == 1
+    assert record["model"]["unit"] == "images" and record["model"]["flops"]["train"] is None
 
 
 def test_schema_2_files_read_as_what_that_bench_ran():
     """Schema 2's bench trained LeNet on one device, pinning and copying asynchronously
     exactly on cuda: the upgrade says so, and nothing else changes."""
-    new = real_record()
+    new = _as_schema_3(real_record())
     old = json.loads(json.dumps(new))
     old["schema"] = contract.SCHEMA_2
     for key in ("model", "parallel", "quantize_eval", "pin_memory", "non_blocking", "nproc"):
         old["config"].pop(key)
     old.pop("model")
     old.pop("parallel")
-    assert contract.problems(old) != []  # not schema 3 as it stands
+    assert contract.problems(old) != []  # not schema 4 as it stands
     record = contract.check(old)
+    upgraded = contract.check(new)
     assert record["upgraded_from"] == contract.SCHEMA_2 and contract.problems(record) == []
-    assert record["config"] == new["config"]  # cuda: pin_memory and non_blocking on
-    assert record["model"] == new["model"]
+    assert record["config"] == upgraded["config"]  # cuda: pin_memory and non_blocking on
+    assert record["model"] == upgraded["model"]
     assert record["parallel"]["mode"] == "none" and record["parallel"]["global_batch"] == 256
+    assert identity.of_record(record) == identity.of_record(upgraded)
+
+
+def _as_schema_3(record: dict) -> dict:
+    """A schema-4 LeNet result as schema-3 bench wrote it: `model` for the workload, a model
+    section of name, parameters and forward FLOPs."""
+    old = json.loads(json.dumps(record))
+    old["schema"] = contract.SCHEMA_3
+    config = old["config"]
+    config["model"] = config.pop("workload")
+    for key in ("workload_file", "workload_function", "workload_sha256"):
+        config.pop(key)
+    old["model"] = {k: old["model"][k] for k in ("name", "parameters", "flops_per_image")}
+    for epoch in old["epochs"]:
+        epoch.pop("test_loss", None)
+    old["summary"].pop("final_test_loss", None)
+    return old
+
+
+def test_schema_3_results_are_the_same_measurements_as_schema_4_ones():
+    """A LeNet result keeps its identity: read through the upgrade, schema 3's `model` is
+    the workload, a swept `model` a swept `workload`, and its model section says images,
+    accuracy and forward FLOPs counted by hooks (what schema-3 bench did)."""
+    new = real_record()
+    new["cell"]["variant"] = {"workload": "lenet", "batch_size": 256}
+    old = _as_schema_3(new)
+    old["cell"]["variant"] = {"model": "lenet", "batch_size": 256}
+    assert contract.problems(old) != []
+    record = contract.check(old)
+    assert record["upgraded_from"] == contract.SCHEMA_3 and contract.problems(record) == []
+    assert record["config"] == new["config"] and record["cell"] == new["cell"]
+    assert record["model"] == dict(new["model"], flops={"forward": 1303440, "train": None,
+                                                        "method": "hooks", "note": None})
     assert identity.of_record(record) == identity.of_record(new)
+    assert identity.of_record(record).digest == identity.of_record(new).digest
 
 
 # --- fuzzing: every field of a real result, every wrong type ----------------------------

@@ -1,6 +1,7 @@
 """Which stored results count as done (resume), and host-written failure records."""
 from __future__ import annotations
 
+from report_fixture import LENET_MODEL
 from test_matrix import GOOD
 
 from envbench.cells import expansion, records
@@ -20,7 +21,7 @@ def stored(tmp_path, image_id="sha256:abc", status="ok", host_cpus=2):
     record = store.host_failure(p.config, "X", "y")
     if status == "ok":
         record.update(status="ok", error=None,
-                      model={"name": "lenet", "parameters": 62006, "flops_per_image": 1303440},
+                      model=dict(LENET_MODEL),
                       parallel={"mode": "none", "world_size": 1, "backend": None,
                                 "per_device_batch": 64, "global_batch": 64,
                                 "threads_per_rank": 2})
