@@ -20,6 +20,7 @@ from envbench.engine import connection, gpu
 from envbench.engine.connection import ENGINE_ERRORS, explain
 from envbench.engine.sandbox import locked_down
 from envbench.matrix.models import Target
+from envbench.matrix.workloads import WorkloadPlan
 from envbench.results import store
 from envbench.users import own, prepare_dirs
 
@@ -61,10 +62,14 @@ def remove_cell_folders(cells_dir: Path) -> int:
 
 
 def container_options(args: list[str], resources: Resources, image: Any, mounts: Mounts,
-                      cell_name: str, out_folder: Path) -> dict[str, Any]:
+                      cell_name: str, out_folder: Path,
+                      workload: WorkloadPlan | None = None) -> dict[str, Any]:
     volumes = {str(out_folder.resolve()): {"bind": "/results", "mode": "rw"}}
     if mounts.data_dir is not None:
         volumes[str(mounts.data_dir.resolve())] = {"bind": "/data", "mode": "ro"}
+    if workload is not None and workload.path is not None:
+        # The user's code, read-only: the cell can neither change it nor leave files in it.
+        volumes[str(workload.path)] = {"bind": str(workload.mount_point), "mode": "ro"}
     options: dict[str, Any] = dict(locked_down(image), command=args, volumes=volumes,
                                    labels={"envbench.cell": cell_name,
                                            "envbench.host": connection.client_host(),
@@ -116,7 +121,8 @@ def _follow(container: Any, on_line: Callable[[str], None]) -> threading.Thread:
 
 def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any],
              target: Target, resources: Resources, image: Any, mounts: Mounts,
-             out_name: str, on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
+             out_name: str, on_line: Callable[[str], None] | None = None,
+             workload: WorkloadPlan | None = None) -> dict[str, Any]:
     """Run one cell; return its record (bench's own, or the host's account of the failure).
 
     ``args`` is bench's command line, writing ``out_name`` under /results in the container:
@@ -127,21 +133,22 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
     folder = cell_folder(mounts)
     try:
         return _run_in(client, args, config, target, resources, image, mounts, folder,
-                       out_name, on_line)
+                       out_name, on_line, workload)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any],
             target: Target, resources: Resources, image: Any, mounts: Mounts, folder: Path,
-            out_name: str, on_line: Callable[[str], None] | None) -> dict[str, Any]:
+            out_name: str, on_line: Callable[[str], None] | None,
+            workload: WorkloadPlan | None = None) -> dict[str, Any]:
     stem = Path(out_name).stem
     log_path = mounts.log_dir / ("%s.log" % stem)
     lines: list[str] = []
     error: tuple[str, str] | None = None
     gpus = resources.device == "cuda"
     try:
-        options = container_options(args, resources, image, mounts, stem, folder)
+        options = container_options(args, resources, image, mounts, stem, folder, workload)
         container = client.containers.create(image.id, **options)
     except ENGINE_ERRORS as exc:
         message = gpu.explain(exc) if gpus else explain(exc)

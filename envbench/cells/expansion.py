@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bench.options import parse_config
@@ -10,12 +11,17 @@ from envbench.cells import resources
 from envbench.cells.resources import Resources
 from envbench.engine.host import Host
 from envbench.errors import UserError
+from envbench.matrix import workloads
 from envbench.matrix.models import Matrix, Settings, Target
+from envbench.matrix.workloads import WorkloadPlan
 from envbench.results import identity
-from envbench.results.identity import DataIdentity, Identity
+from envbench.results.identity import SYNTHETIC, DataIdentity, Identity
 
-# --quick: one short epoch per cell, to check a matrix end to end in minutes.
-QUICK = {"epochs": 1, "repeats": 1, "limit": 5000, "limit_test": 1000}
+# --quick: one short epoch per cell, to check a matrix end to end in minutes (with each
+# workload's own limits: 5000 and 1000 samples for the CIFAR-10 ones).
+QUICK = {"epochs": 1, "repeats": 1}
+# A batch size nothing names: the write-up's (a user's workload without one in the matrix).
+FALLBACK_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class Cell:
     variant: dict[str, Any]
     settings: dict[str, Any] = field(repr=False)
     quick: bool = False
+    workload: WorkloadPlan = field(default_factory=lambda: workloads.LENET, repr=False)
 
     @property
     def label(self) -> str:
@@ -38,9 +45,30 @@ class Cell:
                                             " (quick)" if self.quick else "", self.repeat + 1)
 
 
+def _settings(base: dict[str, Any], variant: dict[str, Any], plan: WorkloadPlan,
+              quick: bool) -> dict[str, Any]:
+    """A cell's bench settings: the matrix's, its swept values, then its workload's own. The
+    batch size is the sweep's, else the workload entry's, else benchmark.batch_size where
+    the matrix gives it, else the workload's own default."""
+    settings = dict(base, **variant)
+    settings["workload"] = plan.name
+    if "batch_size" not in variant:
+        settings["batch_size"] = (plan.batch_size or base["batch_size"]
+                                  or plan.default_batch_size or FALLBACK_BATCH)
+    for key in ("limit", "limit_test"):
+        given = getattr(plan, key) or base[key]
+        if quick:
+            short = plan.quick[0 if key == "limit" else 1]
+            given = min(given, short) if given else short
+        settings[key] = given
+    return settings
+
+
 def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | None = None,
-           kind: str | None = None, quick: bool = False) -> list[Cell]:
-    """Every cell to run, in a stable order; ``kind`` keeps cpu or cuda targets only."""
+           kind: str | None = None, quick: bool = False,
+           matrix_dir: Path | None = None) -> list[Cell]:
+    """Every cell to run, in a stable order; ``kind`` keeps cpu or cuda targets only. A
+    user's workload is found and hashed in ``matrix_dir`` (the matrix's folder)."""
     for wanted, known, what in ((envs, matrix.environments, "environment"),
                                 (targets, matrix.targets, "target")):
         unknown = sorted(set(wanted or ()) - set(known))
@@ -49,6 +77,7 @@ def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | N
                             % (what, ", ".join(unknown), ", ".join(known)))
     bench = matrix.benchmark
     base = Settings(**bench.model_dump(include=set(Settings.model_fields))).model_dump()
+    plans = _plans(matrix, matrix_dir)
     repeats = bench.planned_repeats
     if quick:
         repeats = QUICK["repeats"]
@@ -63,12 +92,23 @@ def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | N
             if (targets and target_name not in targets) or (kind and target.device != kind):
                 continue
             for values in itertools.product(*(bench.sweep[k] for k in keys)):
-                variant = dict(zip(keys, values))
-                settings = dict(base, **variant)
+                # A swept workload is named in the variant (a result holds values): the
+                # cell's settings take the rest of its entry.
+                variant = {k: (v.label if k == "workload" else v) for k, v in zip(keys, values)}
+                plan = plans[variant.get("workload", bench.workload.label)]
+                settings = _settings(base, variant, plan, quick)
                 for repeat in range(repeats):
                     cells.append(Cell(env_name, target_name, repeat, variant, settings,
-                                      quick))
+                                      quick, plan))
     return cells
+
+
+def _plans(matrix: Matrix, matrix_dir: Path | None) -> dict[str, WorkloadPlan]:
+    if matrix_dir is None:
+        if any(not w.builtin for w in matrix.benchmark.workloads):
+            raise UserError("the matrix names a workload file, but not where the matrix is")
+        matrix_dir = Path(".")
+    return workloads.resolve_all(matrix, matrix_dir)
 
 
 def bench_args(cell: Cell, res: Resources, synthetic: bool) -> list[str]:
@@ -80,8 +120,8 @@ def bench_args(cell: Cell, res: Resources, synthetic: bool) -> list[str]:
     args = ["--device", res.device, "--epochs", s["epochs"], "--batch-size", s["batch_size"],
             "--pipeline", s["pipeline"], "--workers", s["workers"], "--amp", s["amp"],
             "--compile", s["compile"], "--accumulate", s["accumulate"], "--seed", s["seed"],
-            "--threads", res.threads, "--model", s["model"], "--parallel", s["parallel"],
-            "--quantize-eval", s["quantize_eval"]]
+            "--threads", res.threads, *cell.workload.bench_args(), "--parallel",
+            s["parallel"], "--quantize-eval", s["quantize_eval"]]
     args += ["--synthetic"] if synthetic else ["--data", "/data"]
     for flag, key in (("--limit", "limit"), ("--limit-test", "limit_test"),
                       ("--pin-memory", "pin_memory"), ("--non-blocking", "non_blocking")):
@@ -121,11 +161,18 @@ class Prepared:
         return self.args + ["--out", "/results/%s.json" % self.file_stem]
 
 
+def cell_data(cell: Cell, data: DataIdentity) -> DataIdentity:
+    """The data a cell measures on: the run's, or seeded data where its workload has no data
+    set to be given (resnet50, the GPTs)."""
+    return SYNTHETIC if cell.workload.data == "synthetic" else data
+
+
 def prepare(cell: Cell, target: Target, host: Host | int, data: DataIdentity,
             image_id: str | None) -> Prepared:
     """Resources from the target and host, bench's options, and the identity: the runner's
     cells and the report's idea of the current matrix both come from here."""
     res = resources.plan(target, host, cell.settings["threads"], cell.settings["parallel"])
+    data = cell_data(cell, data)
     args = bench_args(cell, res, data.synthetic)
     config = bench_config(args)
     ident = identity.make(cell.environment, cell.target, image_id, res.as_record(), config,

@@ -40,7 +40,8 @@ from envbench.results.identity import DataIdentity
 
 def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
     m = models.load(opts.matrix_path)
-    cells = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick)
+    cells = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick,
+                           opts.matrix_dir)
     # A cloud target runs on its own VM (nox -s cloud), where the kit names it with --target;
     # a local run that did not ask for it leaves it alone.
     cloud = sorted({c.target for c in cells if m.targets[c.target].cloud is not None
@@ -86,9 +87,13 @@ def build_images(client: docker.DockerClient, m: models.Matrix, env_names: list[
     return built, failed
 
 
-def data_dir_for(opts: Options, m: models.Matrix) -> Path | None:
-    """The data set the cells mount: --data, else the cache (fetched once); None: synthetic."""
+def data_dir_for(opts: Options, m: models.Matrix,
+                 cells: list[cellmod.Cell] | None = None) -> Path | None:
+    """The data set the cells mount: --data, else the cache (fetched once); None: synthetic,
+    or no cell's workload reads a data set (resnet50 and the GPTs make their own)."""
     if opts.synthetic or m.benchmark.data == "synthetic":
+        return None
+    if cells is not None and all(c.workload.data == "synthetic" for c in cells):
         return None
     if opts.data_dir is not None:
         if not dataset.is_ready(opts.data_dir):
@@ -154,7 +159,7 @@ class _Session:
         started = time.perf_counter()
         record = containerrun.run_cell(self.client, p.command(), p.config, target,
                                        p.resources, built.image, self.mounts, path.name,
-                                       self.on_line)
+                                       self.on_line, cell.workload)
         record["host_s"] = round(time.perf_counter() - started, 3)
         if record.get("run_s") is not None:
             self.overheads.append(record["host_s"] - record["run_s"])
@@ -191,7 +196,7 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
                           cells: list[cellmod.Cell], client: docker.DockerClient) -> int:
     host = Host.of_engine(client)
     blocked = gpu_blocks(client, m, cells, out)
-    data_dir = data_dir_for(opts, m)
+    data_dir = data_dir_for(opts, m, cells)
     mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir, opts.cells_dir)
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
     remove_leftovers(client, opts.results_dir, out)

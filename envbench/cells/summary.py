@@ -15,9 +15,19 @@ def figure(record: dict[str, Any]) -> str:
         error = record.get("error") or {}
         return "failed: %s: %s" % (error.get("type"), error.get("message"))
     summary = record["summary"]
-    return "%.2f s/epoch, %.0f img/s, acc %.1f%%" % (
-        summary["epoch_s_median"], summary["samples_per_s"] or 0,
+    unit, per_sample = _unit(record)
+    return "%.2f s/epoch, %.0f %s, acc %.1f%%" % (
+        summary["epoch_s_median"], (summary["samples_per_s"] or 0) * per_sample, unit,
         100 * (summary["final_test_acc"] or 0))
+
+
+RATES = {"images": "img/s", "tokens": "tok/s", "samples": "samples/s"}
+
+
+def _unit(record: dict[str, Any]) -> tuple[str, int]:
+    """How the cell's workload counts its throughput (bench's progress lines say it alike)."""
+    model = record.get("model") or {}
+    return RATES.get(model.get("unit") or "images", "samples/s"), model.get("units_per_sample") or 1
 
 
 def table(records: list[tuple[Cell, dict[str, Any]]], out: TextIO) -> None:
@@ -26,15 +36,18 @@ def table(records: list[tuple[Cell, dict[str, Any]]], out: TextIO) -> None:
     for cell, record in records:
         groups.setdefault((cell.environment, cell.target, variant_text(cell.variant, "-")),
                           []).append(record)
-    rows = [("environment", "target", "variant", "ok", "s/epoch (median)", "img/s", "acc")]
+    rows = [("environment", "target", "variant", "ok", "s/epoch (median)", "throughput",
+             "acc")]
     for (env, target, variant), recs in groups.items():
         ok = [r for r in recs if r.get("status") == "ok"]
         epoch = stats.median([r["summary"]["epoch_s_median"] for r in ok]) if ok else None
-        rate = stats.median([r["summary"]["samples_per_s"] for r in ok]) if ok else None
+        unit, per_sample = _unit(ok[0]) if ok else ("", 1)
+        rate = stats.median([r["summary"]["samples_per_s"] * per_sample for r in ok]) \
+            if ok else None
         acc = stats.median([r["summary"]["final_test_acc"] for r in ok]) if ok else None
         rows.append((env, target, variant, "%d/%d" % (len(ok), len(recs)),
                      "%.2f" % epoch if epoch is not None else "failed",
-                     "%.0f" % rate if rate is not None else "—",
+                     "%.0f %s" % (rate, unit) if rate is not None else "—",
                      "%.1f%%" % (100 * acc) if acc is not None else "—"))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     print("", file=out)

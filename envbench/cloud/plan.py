@@ -114,7 +114,7 @@ def plan(matrix: Matrix, opts: Options, workdir: Path,
             price, instance, source = target.price_per_hour, cloud.instance_type, "matrix"
         else:
             price, instance, source = skyapi.hourly_price(cloud)
-        todo = expansion.expand(matrix, targets=[name])
+        todo = expansion.expand(matrix, targets=[name], matrix_dir=opts.matrix_dir)
         run_s, unknown = 0.0, 0
         for cell in todo:
             known = earlier.get((cell.environment, name))

@@ -66,6 +66,11 @@ def _write_context(sink: BinaryIO, p: Plan, wheels: list[Path]) -> None:
             tar.addfile(info, io.BytesIO(data))
 
         add_text("Dockerfile", p.dockerfile)
+        folders = sorted({name.rsplit("/", 1)[0] for name, _ in p.bench_files if "/" in name})
+        for folder in folders:  # bench's subpackages, readable by the cell's user
+            info = tarfile.TarInfo("bench/%s" % folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
         for name, content in p.bench_files:
             info = tarfile.TarInfo("bench/%s" % name)
             info.size, info.mode = len(content), 0o644

@@ -25,6 +25,14 @@ REFERENCE = re.compile(r"^(?:%s/)?%s(?:/%s)*(?::%s)?(?:@%s)?\Z"
 REPOSITORY_COMPONENT = re.compile(r"^%s\Z" % PATH_COMPONENT)
 # Debian Policy 5.6.1: lower-case letters, digits, + - . ; at least two; starts alphanumeric.
 DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+\Z")
+# A pip requirement as a lock's input: a name (PEP 508), optional extras and version clauses;
+# no URL, path, marker or option (an option such as --index-url would reach the resolver).
+_VERSION_CLAUSE = r"(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
+PIP_REQUIREMENT = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
+                             r"(\[[A-Za-z0-9._-]+(?:\s*,\s*[A-Za-z0-9._-]+)*\])?"
+                             r"\s*(%s(?:\s*,\s*%s)*)?\Z" % (_VERSION_CLAUSE, _VERSION_CLAUSE))
+# What every pip stack pins itself: a package list naming them would fight the matrix's keys.
+STACK_PACKAGES = ("torch", "torchvision", "numpy")
 MAX_REFERENCE = 255
 
 
@@ -49,6 +57,19 @@ def debian_package(value: str) -> str | None:
     if not DEBIAN_PACKAGE.match(value):
         return ("%r is not a Debian package name (lower-case letters, digits, '+', '-', '.'; "
                 "at least two characters)" % value)
+    return None
+
+
+def pip_requirement(value: str) -> str | None:
+    match = PIP_REQUIREMENT.match(value) if len(value) <= 200 else None
+    if match is None:
+        return ("%r is not a package requirement (expected a name with optional [extras] and "
+                "version clauses, e.g. einops==0.8.2; no URLs, paths, markers or options)"
+                % value[:80])
+    name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+    if name in STACK_PACKAGES:
+        return ("%s is the stack's own (the environment's %s: key, or numpy: true): not a "
+                "package to add" % (match.group(1), name if name != "numpy" else "numpy"))
     return None
 
 

@@ -23,6 +23,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from bench import workloads as catalog
+from bench.options import FUNCTION_NAME
 from envbench.errors import MatrixError
 from envbench.matrix import grammars, yamlio
 
@@ -32,7 +34,9 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 CPUSET = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
 SIZE = r"^\d+[kmg]?$"  # Docker's --memory grammar, lower-case units
 SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers",
-             "model", "parallel", "nproc", "quantize_eval", "pin_memory", "non_blocking")
+             "workload", "parallel", "nproc", "quantize_eval", "pin_memory", "non_blocking")
+# The key's earlier name (a matrix written for the LeNets' sweep): read as `workload`.
+RENAMED = {"model": "workload"}
 MAX_CELLS = 10_000
 WEEK_S = 7 * 24 * 3600
 
@@ -110,6 +114,8 @@ class Environment(_Strict):
     index_url: Optional[Text] = None
     wheelhouse: Optional[Text] = None
     apt: tuple[Text, ...] = ()
+    # What a user's workload imports beyond torch: locked with hashes with the rest.
+    packages: tuple[Text, ...] = ()
     # numpy beside torch in a pip stack: torch warns in every cell's log without it, and the
     # tutorial uses it. Debian's python3-torch depends on it anyway.
     numpy: Flag = True
@@ -158,6 +164,13 @@ class Environment(_Strict):
             _refuse(grammars.debian_package(name))
         return value
 
+    @field_validator("packages")
+    @classmethod
+    def _packages(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for requirement in value:
+            _refuse(grammars.pip_requirement(requirement))
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> Environment:
         if self.source == "pip" and self.torch is None:
@@ -165,6 +178,9 @@ class Environment(_Strict):
         if self.source == "debian" and (self.cuda or self.index_url or self.wheelhouse):
             raise ValueError("source 'debian' installs Debian's CPU build of python3-torch: "
                              "cuda, index_url and wheelhouse do not apply")
+        if self.source == "debian" and self.packages:
+            raise ValueError("packages: a Debian stack installs Debian's packages: name them "
+                             "in apt (e.g. python3-einops)")
         if self.index_url and self.wheelhouse:
             raise ValueError("give index_url or wheelhouse, not both")
         return self
@@ -280,11 +296,73 @@ class Target(_Strict):
         return self
 
 
+WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+
+
+class Workload(_Strict):
+    """What a cell trains: a built-in workload by name, or the user's own (a file or folder
+    beside the matrix and the function in it that builds it), with the settings that are
+    its own (a batch size, limits); a matrix may write a built-in one as its bare name."""
+
+    name: Optional[Text] = None
+    file: Optional[Text] = None
+    # A Python name (pydantic's regex engine ends a string at $, Python's at \Z).
+    function: Optional[Annotated[str, Field(strict=True,
+                                            pattern=FUNCTION_NAME.pattern[:-2] + "$")]] = None
+    batch_size: Optional[Count] = None
+    limit: Optional[Count] = None
+    limit_test: Optional[Count] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _known(self) -> Workload:
+        if self.file is None:
+            if self.name is None:
+                raise ValueError("name a built-in workload (%s) or give file: for your own"
+                                 % ", ".join(catalog.NAMES))
+            if catalog.info(self.name) is None:
+                raise ValueError("unknown workload %r (built in: %s; your own: {file: PATH, "
+                                 "function: build})" % (self.name, ", ".join(catalog.NAMES)))
+            if self.function is not None:
+                raise ValueError("function: needs file: (a built-in workload has none)")
+            return self
+        if grammars.VARIABLE.search(self.file) or self.file.startswith(("/", "~")):
+            raise ValueError("file: %r: a path relative to the matrix's folder (no ${VAR}, "
+                             "no absolute path)" % self.file)
+        if self.name is not None and not WORKLOAD_NAME.match(self.name):
+            raise ValueError("name: %r is not a valid name (letters, digits, '.', '_', '-'; "
+                             "it becomes part of file names)" % self.name)
+        if catalog.info(self.label) is not None:
+            raise ValueError("name: %r is a built-in workload's name: give yours another "
+                             "(name: ...)" % self.label)
+        return self
+
+    @property
+    def label(self) -> str:
+        """The name cells and the page show: as given, else the file's or folder's name."""
+        if self.name is not None:
+            return self.name
+        stem = Path(str(self.file).rstrip("/")).name.removesuffix(".py")
+        return re.sub(r"[^A-Za-z0-9._-]", "-", stem).lstrip("._-")[:63] or "workload"
+
+    @property
+    def builtin(self) -> bool:
+        return self.file is None
+
+
+DEFAULT_WORKLOAD = Workload(name=catalog.DEFAULT)
+
+
 class Settings(_Strict):
     """The benchmark options of one cell (the sweepable ones can vary per cell)."""
 
     epochs: Annotated[int, Field(strict=True, ge=1, le=1000)] = 5
-    batch_size: Count = 256
+    # None: each workload's own default (256 for the LeNets, the write-up's).
+    batch_size: Optional[Count] = None
     pipeline: Literal["classic", "resident"] = "classic"
     workers: Annotated[int, Field(strict=True, ge=0, le=256)] = 2
     amp: Literal["off", "fp16", "bf16"] = "off"
@@ -296,7 +374,7 @@ class Settings(_Strict):
     deterministic: Flag = False
     limit: Optional[Count] = None
     limit_test: Optional[Count] = None
-    model: Literal["lenet", "lenet-gap", "lenet-dws"] = "lenet"
+    workload: Workload = DEFAULT_WORKLOAD
     # --batch-size is per device: dp and ddp train nproc x batch_size images per step.
     parallel: Literal["none", "dp", "ddp"] = "none"
     nproc: Optional[Count] = None
@@ -304,6 +382,20 @@ class Settings(_Strict):
     # None: bench's default, on for cuda and off for cpu (a CPU run makes no device copies).
     pin_memory: Optional[Literal["on", "off"]] = None
     non_blocking: Optional[Literal["on", "off"]] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, value: Any) -> Any:
+        """`model:` is what a matrix said before workloads: read it as `workload:`."""
+        if not isinstance(value, dict):
+            return value
+        for old, new in RENAMED.items():
+            if old in value:
+                if new in value:
+                    raise ValueError("%s: and %s: both given: %s is %s's earlier name, give "
+                                     "one" % (old, new, old, new))
+                value = {(new if k == old else k): v for k, v in value.items()}
+        return value
 
     @field_validator("amp", "compile", "quantize_eval", mode="before")
     @classmethod
@@ -345,6 +437,17 @@ class Benchmark(Settings):
         """The repeats every cell gets before any is added (auto starts with 3)."""
         return MIN_AUTO_REPEATS if self.repeats == "auto" else self.repeats
 
+    @field_validator("sweep", mode="before")
+    @classmethod
+    def _sweep_renamed(cls, sweep: Any) -> Any:
+        if not isinstance(sweep, dict):
+            return sweep
+        for old, new in RENAMED.items():
+            if old in sweep and new in sweep:
+                raise ValueError("%s: and %s: both swept: %s is %s's earlier name, sweep one"
+                                 % (old, new, old, new))
+        return {RENAMED.get(k, k): v for k, v in sweep.items()}
+
     @field_validator("sweep")
     @classmethod
     def _sweep(cls, sweep: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
@@ -364,11 +467,32 @@ class Benchmark(Settings):
                 try:
                     checked.append(getattr(Settings(**{key: value}), key))
                 except ValidationError as exc:
-                    raise ValueError("%s: %s: %s" % (key, shown(value), exc.errors()[0]["msg"]))
+                    why = exc.errors()[0]["msg"].removeprefix("Value error, ")
+                    raise ValueError("%s: %s: %s" % (key, shown(value), why))
             if len(set(map(repr, checked))) != len(checked):
                 raise ValueError("%s: a value is repeated" % key)
+            if key == "workload":
+                labels = [w.label for w in checked]
+                twice = sorted({label for label in labels if labels.count(label) > 1})
+                if twice:
+                    raise ValueError("workload: two workloads are named %s (give one a name:)"
+                                     % ", ".join(twice))
             normalised[key] = tuple(checked)  # YAML's bare `off` (false) becomes "off"
         return normalised
+
+    @model_validator(mode="after")
+    def _one_batch_size_per_cell(self) -> Benchmark:
+        swept = self.sweep.get("workload", (self.workload,))
+        own = [w.label for w in swept if w.batch_size is not None]
+        if own and "batch_size" in self.sweep:
+            raise ValueError("sweep.batch_size and a batch_size of workload %s: give one (the "
+                             "sweep sets every cell's batch size)" % ", ".join(own))
+        return self
+
+    @property
+    def workloads(self) -> tuple[Workload, ...]:
+        """Every workload the cells train: the swept ones, else the one."""
+        return tuple(self.sweep.get("workload", (self.workload,)))
 
 
 class Matrix(_Strict):

@@ -54,8 +54,9 @@ def index_url(name: str, env: Environment) -> str | None:
 
 
 def requirements(env: Environment) -> list[str]:
-    """What a pip environment pins: torch, torchvision where it names one, and numpy (at the
-    version the resolver picks for them) unless the matrix says numpy: false."""
+    """What a pip environment pins: torch, torchvision where it names one, numpy (at the
+    version the resolver picks for them) unless the matrix says numpy: false, and the
+    packages a user's workload needs, as the matrix writes them."""
     if env.source != "pip":
         return []
     pins = ["torch==%s" % env.torch]
@@ -63,4 +64,4 @@ def requirements(env: Environment) -> list[str]:
         pins.append("torchvision==%s" % env.torchvision)
     if env.numpy:
         pins.append("numpy")
-    return pins
+    return pins + list(env.packages)

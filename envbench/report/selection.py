@@ -66,7 +66,8 @@ def current_results(opts: Options) -> tuple[list[Result], list[tuple[str, str]],
     """The results of the current matrix's cells in REPORTS/results, the files left out with
     their reasons, and a phrase saying where they came from."""
     m = models.load(opts.matrix_path)
-    chosen = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick)
+    chosen = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick,
+                            opts.matrix_dir)
     folder = opts.results_dir
     loaded, skipped = store.load_all([folder])
     synthetic = opts.synthetic or m.benchmark.data == "synthetic"
@@ -148,10 +149,12 @@ def _judge(record: Result, by_slot: dict[tuple[Any, ...], cellmod.Cell],
         return ("a --quick run (report it with --quick)" if not quick
                 else "a full run (this report is of --quick runs)"), slot
     measured = record.identity
-    if measured.data.synthetic != synthetic:
+    wanted = by_slot.get(slot)
+    # A workload with no data set to give it (resnet50, the GPTs) is synthetic in every run.
+    always = wanted is not None and wanted.workload.data == "synthetic"
+    if measured.data.synthetic != (synthetic or always):
         return ("synthetic data (report it with --synthetic)" if not synthetic
                 else "real data (this report is of --synthetic runs)"), slot
-    wanted = by_slot.get(slot)
     if wanted is None:
         return "not a cell of the current matrix (variant %s, repeat %s)" % (
             variant_text(dict(cell.variant)), cell.repeat), slot

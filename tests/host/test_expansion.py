@@ -105,7 +105,7 @@ def test_every_setting_reaches_bench_in_one_exact_command_line():
         ({"parallel": "ddp"}, 0), ({"parallel": "ddp"}, 1)]
     common = ["--device", "cpu", "--epochs", "7", "--batch-size", "48", "--pipeline",
               "resident", "--workers", "5", "--amp", "bf16", "--compile", "default",
-              "--accumulate", "3", "--seed", "11", "--threads", "3", "--model", "lenet-dws"]
+              "--accumulate", "3", "--seed", "11", "--threads", "3", "--workload", "lenet-dws"]
     data = DataIdentity("cifar10", "a" * 64)
     none, ddp = (expansion.prepare(cells[i], m.targets["cpu"], 16, data, None) for i in (0, 2))
     tail = ["--quantize-eval", "dynamic", "--data", "/data", "--limit", "900", "--limit-test",
@@ -130,7 +130,7 @@ def test_defaults_leave_optional_flags_out():
     args = expansion.prepare(cell, m.targets["cpu"], 16, SYNTHETIC, None).args
     assert args == ["--device", "cpu", "--epochs", "5", "--batch-size", "256", "--pipeline",
                     "classic", "--workers", "2", "--amp", "off", "--compile", "off",
-                    "--accumulate", "1", "--seed", "0", "--threads", "3", "--model", "lenet",
+                    "--accumulate", "1", "--seed", "0", "--threads", "3", "--workload", "lenet",
                     "--parallel", "none", "--quantize-eval", "off", "--synthetic"]
 
 

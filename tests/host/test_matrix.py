@@ -121,7 +121,9 @@ def test_a_good_matrix_parses_and_pairs_targets_by_device():
     (("epochs: 2", "epochs: 2, parallel: ddp"),
      "benchmark.parallel: ddp on the CPU target 'cpu' needs benchmark.nproc"),
     (("amp: [off, bf16]", "parallel: [none, horovod]"), "benchmark.sweep.parallel: 'horovod'"),
-    (("amp: [off, bf16]", "model: [lenet, resnet]"), "benchmark.sweep.model: 'resnet'"),
+    (("amp: [off, bf16]", "model: [lenet, resnet]"),
+     "benchmark.sweep.workload: 'resnet': unknown workload 'resnet' (built in: lenet, "
+     "lenet-gap, lenet-dws, resnet18-cifar, resnet50, gpt-tiny, gpt2-small; your own: "),
     (("epochs: 2", "epochs: 2, nproc: 0"), "benchmark.nproc: 0: Input should be greater"),
     (("epochs: 2", "epochs: 2, pin_memory: maybe"), "benchmark.pin_memory: 'maybe'"),
     (("epochs: 2", "epochs: 2, quantize_eval: static"), "benchmark.quantize_eval: 'static'"),
