@@ -110,23 +110,32 @@ def tables(groups: list[Group], baseline: str | None) -> list[Table]:
 
 def cards(groups: list[Group], speedups: dict[Any, Speedup]) -> list[tuple[str, str, str]]:
     """The page's answers: (question, answer, where), each only where there is an answer
-    (what could not be measured is listed under "Not measured in this run")."""
+    (what could not be measured is listed under "Not measured in this run"). Where cells
+    train several workloads, the fastest, the cheapest and the GPU/CPU speedup are each
+    workload's own: a LeNet epoch and a ResNet-50 epoch are not one race."""
     ok = [g for g in groups if g.epoch_s is not None]
+    workloads = sorted({g.workload for g in ok} | {s.group.workload for s in speedups.values()})
+    named = len(workloads) > 1 or workloads not in ([], [grouping.EFFECT_BASELINES["workload"]])
     out = []
-    if ok:
-        fastest = min(ok, key=grouping.seconds)
-        out.append(("Fastest configuration", "%.2f s/epoch" % grouping.seconds(fastest),
-                    _where(fastest)))
-    priced = [(g.cost_per_run, g) for g in ok if g.cost_per_run is not None]
-    if priced:
-        cost, cheapest = min(priced, key=lambda pair: pair[0])
-        out.append(("Cheapest per run", money(cost), _where(cheapest)))
-    gpu_over_cpu = [s for s in speedups.values()
-                    if s.group.device == "cuda" and s.baseline.device == "cpu"]
-    if gpu_over_cpu:
-        best = max(gpu_over_cpu, key=lambda s: s.ratio)
-        out.append(("Largest GPU/CPU speedup", "%.2f×" % best.ratio,
-                    "%s over %s" % (_where(best.group), best.baseline.title)))
+    for workload in workloads:
+        mine = [g for g in ok if g.workload == workload]
+        suffix = " · %s" % workload if named else ""
+        if mine:
+            fastest = min(mine, key=grouping.seconds)
+            rate = fastest.units_per_s
+            out.append(("Fastest configuration" + suffix, "%.2f s/epoch" % grouping.seconds(
+                fastest) + (" · %s %s/s" % (_count(rate), fastest.unit) if named and rate
+                            else ""), _where(fastest)))
+        priced = [(g.cost_per_run, g) for g in mine if g.cost_per_run is not None]
+        if priced:
+            cost, cheapest = min(priced, key=lambda pair: pair[0])
+            out.append(("Cheapest per run" + suffix, money(cost), _where(cheapest)))
+        gpu_over_cpu = [s for s in speedups.values() if s.group.workload == workload
+                        and s.group.device == "cuda" and s.baseline.device == "cpu"]
+        if gpu_over_cpu:
+            best = max(gpu_over_cpu, key=lambda s: s.ratio)
+            out.append(("Largest GPU/CPU speedup" + suffix, "%.2f×" % best.ratio,
+                        "%s over %s" % (_where(best.group), best.baseline.title)))
     noisy = [(g.cv, g) for g in ok if g.cv is not None]
     if noisy:
         cv, worst = max(noisy, key=lambda pair: pair[0])
@@ -140,6 +149,11 @@ def cards(groups: list[Group], speedups: dict[Any, Speedup]) -> list[tuple[str, 
                     "; ".join(grouping.ranges(sorted({reason for r in contended if r.noise
                                                       for reason in r.noise.reasons})))[:300]))
     return out
+
+
+def _count(value: float) -> str:
+    """A rate as people read one: 1,234 or 1.23 M."""
+    return "%.2f M" % (value / 1e6) if value >= 1e6 else "{:,.0f}".format(value)
 
 
 def _where(g: Group) -> str:
@@ -167,8 +181,8 @@ def ladder(groups: list[Group]) -> list[dict[str, Any]]:
         for option in swept:
             key = option + grouping.signature(current, (option,))
             candidates = [g for g in by_signature.get(key, []) if g.epoch_s is not None
-                          and g.config.get(option)
-                          != grouping.EFFECT_BASELINES[option]]
+                          and g.config.get(option) != grouping.EFFECT_BASELINES[option]
+                          and grouping.is_effect(option, g.config.get(option))]
             if not candidates:
                 continue
             step = min(candidates, key=grouping.seconds)

@@ -42,7 +42,7 @@ def _is_write_up_setup(record: Result) -> bool:
     return (config["pipeline"] == "classic" and config["amp"] == "off"
             and not config["channels_last"] and config["compile"] == "off"
             and config["accumulate"] == 1 and not record.cell.quick
-            and config["model"] == "lenet" and config["parallel"] == "none"
+            and config["workload"] == "lenet" and config["parallel"] == "none"
             and is_seed_stack(record.env))
 
 
@@ -82,4 +82,39 @@ def compare(groups: list[Any], fmt: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"what": what, "device": HARDWARE[device] if device else "GPU / CPU",
                      "batch": batch, "reference": _text(value, unit), "measured": measured,
                      "measured_on": where})
+    return rows
+
+
+# Lambda's published ResNet-50 training throughput, images/s per GPU: "PyTorch Training GPU
+# Benchmarks 2023" (NGC's PyTorch 22.10 container: torch 1.13.0a0, CUDA 11.8, NVIDIA's
+# optimised ResNet-50 v1.5 with DALI data loading), https://lambdalabs.com/gpu-benchmarks.
+LAMBDA_SOURCE = ("Lambda, Deep Learning GPU Benchmarks, PyTorch training 2023 (NGC PyTorch "
+                 "22.10: torch 1.13, CUDA 11.8; NVIDIA's ResNet-50 v1.5 with DALI)")
+LAMBDA_URL = "https://lambdalabs.com/gpu-benchmarks"
+LAMBDA_RESNET50: list[tuple[str, str, int]] = [
+    ("A100 80GB SXM4", "fp16", 1582),
+    ("H100 80GB SXM5", "fp16", 2616),
+    ("A100 80GB SXM4", "tf32", 1066),
+    ("H100 80GB SXM5", "tf32", 1753),
+]
+# What a cell's --amp is in Lambda's words: fp16 is mixed precision; off is TF32 on an
+# Ampere or newer GPU, where PyTorch runs convolutions in TF32 by default (cuDNN's
+# allow_tf32), which is ResNet-50's work.
+PRECISION = {"fp16": "fp16", "off": "tf32"}
+
+
+def resnet50_rows(groups: list[Group]) -> list[dict[str, Any]]:
+    """Lambda's figures, each with this report's resnet50 GPU cells at that precision:
+    images/s per GPU (a dp or ddp cell's throughput over its devices)."""
+    rows = []
+    for gpu, precision, value in LAMBDA_RESNET50:
+        measured = []
+        for g in groups:
+            if (g.workload != "resnet50" or g.device != "cuda" or g.units_per_s is None
+                    or PRECISION.get(str(g.config["amp"])) != precision):
+                continue
+            devices = max(r.world_size for r in g.measured)
+            measured.append({"group": g, "per_gpu": g.units_per_s / devices})
+        rows.append({"gpu": gpu, "precision": precision, "reference": value,
+                     "measured": measured})
     return rows

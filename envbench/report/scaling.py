@@ -94,9 +94,10 @@ class ModelRow:
 
 
 def model_rows(groups: list[Group]) -> list[ModelRow]:
-    """A row per group that ran a light model or a quantised test pass (and the LeNet rows
-    beside them, so the light ones have something to be compared with)."""
-    interesting = any(r.config["model"] != "lenet" or r.config["quantize_eval"] != "off"
+    """A row per group where any cell trained a workload other than LeNet or ran a quantised
+    test pass (and the LeNet rows beside them, so the others have something to be compared
+    with)."""
+    interesting = any(r.workload != "lenet" or r.config["quantize_eval"] != "off"
                       for g in groups for r in g.records)
     if not interesting:
         return []
