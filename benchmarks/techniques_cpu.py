@@ -30,7 +30,7 @@ def run(python: str, model: str, extra: tuple, args: argparse.Namespace, folder:
     cmd = [python, "-m", "bench", "--device", "cpu", "--synthetic", "--pipeline", "resident",
            "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--limit",
            str(args.limit), "--limit-test", "2000", "--threads", str(args.threads),
-           "--model", model, *extra, "--out", out]
+           "--workload", model, *extra, "--out", out]
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True)
     with open(out) as f:

@@ -39,7 +39,10 @@ class Cell:
 
     @property
     def label(self) -> str:
-        variant = identity.variant_text(self.variant, "")
+        shown = dict(self.variant)
+        if "workload" not in shown and self.workload.name != workloads.LENET.name:
+            shown["workload"] = self.workload.name  # what it trains, where nothing says
+        variant = identity.variant_text(shown, "")
         return "%s × %s%s%s (repeat %d)" % (self.environment, self.target,
                                             " × " + variant if variant else "",
                                             " (quick)" if self.quick else "", self.repeat + 1)

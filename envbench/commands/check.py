@@ -68,7 +68,8 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
             plans[name] = dockerfile.plan(name, env, matrix_dir, current, m.needs_compiler)
         except UserError as exc:
             problems.append(str(exc))
-    if not (opts.synthetic or m.benchmark.data == "synthetic"):
+    reads_data = any(c.workload.data == "cifar10" for c in cells)
+    if reads_data and not (opts.synthetic or m.benchmark.data == "synthetic"):
         root = opts.data_dir or dataset.default_cache()
         if not dataset.is_ready(root):
             warnings.append("data: no CIFAR-10 in %s (expected %s/): before `bench`, run "

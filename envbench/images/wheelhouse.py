@@ -21,32 +21,44 @@ else:  # pragma: no cover - the host may run 3.10
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
-def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout) -> Path:
+def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout,
+                      extra: tuple[str, ...] = ()) -> Path:
     """torch's CPU build and its dependencies for Python ``python``, with numpy (pip stacks
-    lock it by default), fetched once by the host's pip (containers cannot reach the index
-    here): PyTorch's CPU index first, then the host's own configuration (its index or local
-    wheels). A marker written last says the folder is whole; an interrupted fetch is resumed
-    (pip skips the files it has)."""
-    folder = cache.root() / ("wheelhouse-torch-%s-py%s" % (torch, python.replace(".", "")))
-    wanted = ["torch==%s" % torch, "numpy"]
+    lock it by default) and ``extra`` packages (what a workload needs, e.g. einops), fetched
+    once by the host's pip (containers cannot reach the index here): PyTorch's CPU index
+    first, then the host's own configuration (its index or local wheels). A marker written
+    last says the folder is whole; an interrupted fetch is resumed (pip skips the files it
+    has). Another set of extras is another folder: a wheelhouse's listing is a lock's input."""
+    name = "wheelhouse-torch-%s-py%s" % (torch, python.replace(".", ""))
+    if extra:
+        name += "-" + hashlib.sha256("\n".join(sorted(extra)).encode()).hexdigest()[:8]
+    folder = cache.root() / name
+    wanted = ["torch==%s" % torch, "numpy", *sorted(extra)]
     marker = folder / "COMPLETE"
     if marker.exists() and marker.read_text().split() == wanted:
         return folder
-    provision.say(out, "fetching torch %s (CPU build) and numpy for Python %s into %s"
-                  % (torch, python, folder))
-    command = [sys.executable, "-m", "pip", "download", "-q", *wanted,
-               "--only-binary", ":all:", "--python-version", python, "-d", str(folder)]
+    provision.say(out, "fetching torch %s (CPU build) and numpy%s for Python %s into %s"
+                  % (torch, "".join(", " + e for e in sorted(extra)), python, folder))
+
+    def download(packages: list[str]) -> list[str]:
+        return [sys.executable, "-m", "pip", "download", "-q", *packages, "--only-binary",
+                ":all:", "--python-version", python, "-d", str(folder)]
+
+    command = download(wanted[:2])
     # PyTorch's CPU index alone, first: as an extra index beside the default one, pip would
     # take the highest version across both, which for torch is a CUDA build.
     proc = subprocess.run(command + ["--index-url", PYTORCH_CPU_INDEX],
                           capture_output=True, text=True)
     if proc.returncode != 0:  # PyTorch's index out of reach: the host's configuration alone
         proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode == 0 and extra:  # a workload's packages: from the host's index
+        proc = subprocess.run(download(sorted(extra)), capture_output=True, text=True)
     # torch-2.1 must not pass for torch-2.13: the version ends at '-' or at a local '+'.
     if proc.returncode != 0 or not any(folder.glob("torch-%s-*.whl" % torch)) and \
             not any(folder.glob("torch-%s+*.whl" % torch)):
         tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
-        raise UserError("could not fetch torch %s for Python %s: %s" % (torch, python, tail))
+        raise UserError("could not fetch torch %s%s for Python %s: %s"
+                        % (torch, "".join(", " + e for e in sorted(extra)), python, tail))
     marker.write_text("\n".join(wanted) + "\n")
     users.own_like_folder(folder, tree=True)
     return folder

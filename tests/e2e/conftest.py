@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 E2E_MATRIX = ROOT / "tests" / "e2e" / "matrix.yaml"
 TORCH = "2.13.0"
+# The example workload's package (examples/vit), which the e2e pip stack declares.
+EXTRA = ("einops==0.8.2",)
 
 
 @pytest.fixture(scope="session")
@@ -43,11 +45,11 @@ def base_tag(client) -> str:
 
 @pytest.fixture(scope="session")
 def wheelhouse(client, python_base) -> Path:
-    """torch 2.13.0 and its dependencies for the base's Python, fetched once by the host
-    (containers cannot reach the index here)."""
+    """torch 2.13.0 and its dependencies for the base's Python, with the example workload's
+    einops, fetched once by the host (containers cannot reach the index here)."""
     python = client.containers.run(python_base, ["python3", "-c", "import sys; print('%d.%d' "
                                                  "% sys.version_info[:2])"], remove=True)
-    return wheelhouses.ensure_wheelhouse(TORCH, python.decode().strip())
+    return wheelhouses.ensure_wheelhouse(TORCH, python.decode().strip(), extra=EXTRA)
 
 
 @pytest.fixture(scope="session")

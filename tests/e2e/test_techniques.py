@@ -11,15 +11,18 @@ import pytest
 import yaml
 from conftest import E2E_MATRIX, envbench
 
-from bench import model
 from envbench.report import formats
 
 pytestmark = pytest.mark.e2e
 
+# The light LeNets' parameters, from their layers (tests/bench/test_flops.py counts them).
+PARAMETERS = {"lenet": 62006, "lenet-gap": 3042, "lenet-dws": 59504}
+
 
 @pytest.fixture(scope="module")
 def technique_run(first_run, e2e_env, cifar, tmp_path_factory):
-    """The e2e matrix, swept over parallel (none, ddp with 2 ranks) and the three models."""
+    """The e2e matrix, swept over parallel (none, ddp with 2 ranks) and the three models
+    (under the sweep's earlier key, `model`, which reads as `workload`)."""
     folder = tmp_path_factory.mktemp("techniques")
     matrix = yaml.safe_load(Path(E2E_MATRIX).read_text())
     matrix["benchmark"].update({"epochs": 2, "nproc": 2, "quantize_eval": "dynamic",
@@ -51,13 +54,15 @@ def test_ddp_cells_write_one_valid_result_whose_samples_add_up(technique_run):
             assert [x["samples"] for x in epoch["ranks"]] == [300, 300]
             assert epoch["samples"] == 600
     for r in records:
-        assert r["model"] == model.describe(r["config"]["model"])
+        assert r["model"]["name"] == r["config"]["workload"]
+        assert r["model"]["parameters"] == PARAMETERS[r["config"]["workload"]]
+        assert r["model"]["flops"]["train"] > 2 * r["model"]["flops_per_image"]
         q = r["quantized_eval"]
         # The float pass of the quantised comparison is the trained net on the same batches
         # on the same CPU: it agrees with the run's own last test pass, image for image.
         assert q["float_test_acc"] == pytest.approx(r["epochs"][-1]["test_acc"], abs=1e-9), q
         assert q["test_s"] > 0 and q["float_test_s"] > 0
-        if r["config"]["model"] == "lenet":  # its Linear layers hold 59k of its 62k weights
+        if r["config"]["workload"] == "lenet":  # its Linear layers hold 59k of its 62k weights
             assert q["weight_bytes"] < 0.5 * q["float_weight_bytes"], q
 
 
@@ -85,15 +90,15 @@ def test_the_report_shows_scaling_and_models(technique_run, e2e_env, tmp_path):
 
     def cell(env: str, name: str, parallel: str) -> list[dict]:
         return [r for r in records if r["cell"]["environment"] == env
-                and r["config"]["model"] == name and r["config"]["parallel"] == parallel]
+                and r["config"]["workload"] == name and r["config"]["parallel"] == parallel]
 
     table = re.search(r'<table class="scaling">(.*?)</table>', page, flags=re.S).group(1)
     rows = [_cells(row) for row in re.findall(r"<tr><td>(?:debian-torch1\.13|torch2\.13-cpu)"
                                                r"</td>.*?</tr>", table, flags=re.S)]
     assert len(rows) == 6  # 2 stacks x 3 models, ddp on 2 ranks against one device each
     for env in ("debian-torch1.13", "torch2.13-cpu"):
-        for name in model.MODELS:
-            (row,) = [r for r in rows if r[0] == env and r[2] == "model=%s" % name]
+        for name in PARAMETERS:
+            (row,) = [r for r in rows if r[0] == env and r[2] == "workload=%s" % name]
             one, two = _median_epoch(cell(env, name, "none")), _median_epoch(cell(env, name,
                                                                                   "ddp"))
             assert row[3:6] == ["ddp", "2", "64 / 128"], row  # batch 64 a rank, 2 ranks
@@ -102,18 +107,18 @@ def test_the_report_shows_scaling_and_models(technique_run, e2e_env, tmp_path):
             assert row[10] == "%.1f%%" % (100 * one / two / 2), row
     assert "the write-up (reference)" in table and "1.7–1.9×" in table
     models = re.search(r'<table class="models">(.*?)</table>', page, flags=re.S).group(1)
-    for name in model.MODELS:
-        assert "{:,}".format(model.describe(name)["parameters"]) in models
+    for parameters in PARAMETERS.values():
+        assert "{:,}".format(parameters) in models
     # The quantised columns: each one-device cell's int8 and float test passes, as recorded
     # (one repeat: its figures are the medians).
     model_rows = [_cells(row) for row in re.findall(r"<tr><td>.*?</tr>", models, flags=re.S)]
     for env in ("debian-torch1.13", "torch2.13-cpu"):
-        for name in model.MODELS:
+        for name in PARAMETERS:
             (record,) = cell(env, name, "none")
             q = record["quantized_eval"]
             (row,) = [r for r in model_rows if r[0] == env and r[3] == name
                       and "parallel=none" in r[2]]
-            assert row[8] == "%.1f%% / %.2f" % (100 * q["float_test_acc"], q["float_test_s"])
-            assert row[9] == "%.1f%% / %.2f" % (100 * q["test_acc"], q["test_s"])
-            assert row[10] == "%s / %s" % (formats.human_bytes(q["float_weight_bytes"]),
+            assert row[9] == "%.1f%% / %.2f" % (100 * q["float_test_acc"], q["float_test_s"])
+            assert row[10] == "%.1f%% / %.2f" % (100 * q["test_acc"], q["test_s"])
+            assert row[11] == "%s / %s" % (formats.human_bytes(q["float_weight_bytes"]),
                                            formats.human_bytes(q["weight_bytes"]))

@@ -1,0 +1,84 @@
+"""Every kind of workload in real containers: a sweep of the built-in ones and the example
+user workload (examples/vit: a ViT needing einops, which the stack locks), on the CPU
+target, in interleaved rounds; each cell ok, each on the page in its own unit."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from browser import assert_drawn, screenshot
+from conftest import E2E_MATRIX, ROOT, envbench
+
+from bench import workloads
+
+pytestmark = pytest.mark.e2e
+
+SWEEP = [
+    "lenet",
+    {"name": "resnet18-cifar", "batch_size": 32},
+    {"name": "resnet50", "batch_size": 4, "limit": 8, "limit_test": 4},
+    {"name": "gpt-tiny", "batch_size": 8, "limit": 32, "limit_test": 8},
+    {"file": "vit", "batch_size": 32},  # the matrix's folder holds a copy of examples/vit
+]
+UNITS = {"lenet": "images", "resnet18-cifar": "images", "resnet50": "images",
+         "gpt-tiny": "tokens", "vit": "images"}
+
+
+def _matrix(folder: Path) -> Path:
+    """The e2e pip stack as it is (its lock and image are the first run's), the sweep."""
+    text = yaml.safe_load(E2E_MATRIX.read_text())
+    text["environments"] = {"torch2.13-cpu": text["environments"]["torch2.13-cpu"]}
+    text["benchmark"] = {"epochs": 2, "repeats": 2, "pipeline": "resident", "limit": 128,
+                         "limit_test": 64, "target_accuracy": 0.3,
+                         "sweep": {"workload": SWEEP}}
+    shutil.copytree(ROOT / "examples" / "vit", folder / "vit")
+    path = folder / "matrix.yaml"
+    path.write_text(yaml.safe_dump(text, sort_keys=False))
+    return path
+
+
+def test_a_sweep_of_workloads_and_a_users_own_run_and_report(e2e_env, cifar, tmp_path):
+    matrix = _matrix(tmp_path)
+    reports = tmp_path / "reports"
+    proc = envbench(e2e_env, "bench", "--matrix", matrix, "--data", cifar, "--reports",
+                    reports)
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "order: interleaved" in proc.stdout
+    records = [json.loads(p.read_text()) for p in (reports / "results").glob("*.json")]
+    by_workload: dict[str, list[dict]] = {}
+    for r in records:
+        assert r["status"] == "ok", (r["cell"]["variant"], r["error"])
+        by_workload.setdefault(r["config"]["workload"], []).append(r)
+    assert sorted(by_workload) == sorted(UNITS)
+    assert all(len(found) >= 2 for found in by_workload.values())
+    # Interleaved: the first round holds one repeat of every workload, then the second.
+    rounds = {(r["cell"]["order"]["round"], r["config"]["workload"]) for r in records}
+    assert {w for rnd, w in rounds if rnd == 0} == set(UNITS)
+    for name, found in by_workload.items():
+        model = found[0]["model"]
+        assert model["unit"] == UNITS[name] and model["flops"]["train"] > 0, name
+    # The user's workload ran from its read-only mount, checked against the host's digest.
+    vit = by_workload["vit"][0]
+    digest = workloads.digest(str(tmp_path / "vit"))
+    assert vit["config"]["workload_sha256"] == vit["model"]["sha256"] == digest
+    assert vit["model"]["source"] == "file" and vit["config"]["workload_file"] == "/workload/vit"
+    assert vit["env"]["packages"].get("einops") == "0.8.2"
+    # resnet50 and the GPT ran on seeded data; the CIFAR workloads on the data set.
+    assert by_workload["resnet50"][0]["cell"]["data"]["source"] == "synthetic"
+    assert by_workload["lenet"][0]["cell"]["data"]["source"] == "cifar10"
+
+    proc = envbench(e2e_env, "report", "--matrix", matrix, "--reports", reports)
+    assert proc.returncode == 0, proc.stdout
+    page = reports / "index.html"
+    html = page.read_text()
+    for name, unit in UNITS.items():
+        table = re.search(r'data-workload="%s">(.*?)</table>' % re.escape(name), html, re.S)
+        assert table is not None and "<th>%s/s</th>" % unit in table.group(1), name
+    assert "your own" in html and digest[:12] in html
+    assert 'class="reference lambda"' in html  # Lambda's rows beside the resnet50 cell
+    assert_drawn(screenshot(page, tmp_path, height=4000))
