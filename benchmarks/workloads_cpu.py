@@ -8,12 +8,16 @@ the machine falls on both alike), two fresh processes on the same torch:
   plain  the same model, data, loss and optimizer (the workload's own definitions) in the
          textbook loop: shuffle, slice a batch, zero_grad, forward, loss, backward, step
 and prints the median steady epoch (every epoch after the first) of each, the ratio
-bench / plain (the goal: within 1.03), and bench's throughput in the workload's unit.
+bench / plain (the goal: within 1.03) with its 95% interval (the kit's two-stage bootstrap:
+runs, then epochs within them, since epochs of one process are not independent draws), and
+bench's throughput in the workload's unit.
 
-    python benchmarks/workloads_cpu.py [--rounds 3] [--epochs 2] [--workload NAME ...]
+    python benchmarks/workloads_cpu.py [--rounds 5] [--epochs 3] [--workload NAME ...]
 
-Needs torch (no torchvision: both sides use the resident pipeline's data on the device).
-Run it alone: on a small machine any other load spoils the figures.
+Needs torch and the envbench package (its statistics; no torchvision: both sides use the
+resident pipeline's data). Run it alone: on a small machine any other load spoils the figures,
+and process-to-process spread (which cores, which memory) is ±20% for a 1 s LeNet epoch on a
+2-core VM, which is why it takes several rounds.
 """
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ SIZES = {
     "resnet18-cifar": (512, 128, 128),
     "resnet50": (32, 16, 16),
     "gpt-tiny": (256, 32, 32),
-    "gpt2-small": (8, 4, 4),
+    "gpt2-small": (4, 4, 4),
 }
 
 
@@ -99,8 +103,8 @@ def run_plain(name: str, args: argparse.Namespace) -> list[float]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=2, help="per run; the first is warm-up")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=3, help="per run; the first is warm-up")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workload", action="append", choices=sorted(SIZES),
                    help="only these (repeatable; default: every built-in workload)")
@@ -110,8 +114,9 @@ def main() -> int:
         print(json.dumps(plain_loop(args.plain_child, args)))
         return 0
     names = args.workload or list(SIZES)
-    steady: dict[tuple[str, str], list[float]] = {(n, side): [] for n in names
-                                                  for side in ("bench", "plain")}
+    # Each run's steady epochs, one list per run: the run is the unit of resampling.
+    steady: dict[tuple[str, str], list[list[float]]] = {(n, side): [] for n in names
+                                                        for side in ("bench", "plain")}
     described: dict[str, dict] = {}
     for round_index in range(args.rounds):
         for name in names:
@@ -123,25 +128,31 @@ def main() -> int:
                     described[name] = record["model"]
                 else:
                     walls = run_plain(name, args)
-                steady[(name, side)].extend(walls[1:] or walls)
+                steady[(name, side)].append(walls[1:] or walls)
                 print("round %d  %-15s %-5s  %s" % (round_index + 1, name, side,
                                                      " ".join("%.3f" % w for w in walls)),
                       flush=True)
     import torch
 
+    from envbench import stats
+
     print("\ntorch %s, %d CPUs, %d rounds x %d epochs (the first dropped), resident pipeline"
           % (torch.__version__, os.cpu_count(), args.rounds, args.epochs))
-    print("%-15s %12s %12s %8s %16s %14s" % ("workload", "bench s/ep", "plain s/ep",
-                                              "ratio", "throughput", "GFLOP/s train"))
+    print("%-15s %10s %10s %7s %15s %17s %13s" % (
+        "workload", "bench s/ep", "plain s/ep", "ratio", "95% interval", "bench throughput",
+        "train GFLOP/s"))
     for name in names:
-        bench = statistics.median(steady[(name, "bench")])
-        plain = statistics.median(steady[(name, "plain")])
+        runs_bench, runs_plain = steady[(name, "bench")], steady[(name, "plain")]
+        bench = statistics.median(statistics.median(run) for run in runs_bench)
+        plain = statistics.median(statistics.median(run) for run in runs_plain)
+        low, high = stats.hierarchical_ratio_ci(runs_bench, runs_plain)
         limit, _, _ = SIZES[name]
         model = described[name]
         units = limit * model["units_per_sample"] / bench
         flops = (model["flops"]["train"] or 0) * limit / bench / 1e9
-        print("%-15s %12.3f %12.3f %8.3f %11.0f %-4s %14.1f"
-              % (name, bench, plain, bench / plain, units, model["unit"][:3] + "/s", flops))
+        print("%-15s %10.3f %10.3f %7.3f %7.3f-%-7.3f %10.0f %-6s %13.1f"
+              % (name, bench, plain, bench / plain, low, high, units, model["unit"] + "/s",
+                 flops))
     return 0
 
 

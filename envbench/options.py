@@ -99,7 +99,8 @@ OPTIONS = _options(
     Option("targets", "--target", "only this target (repeatable)",
            {"action": "append", "metavar": "NAME"}),
     Option("kind", "--kind", "only cells on cpu or cuda targets", {"choices": ("cpu", "cuda")}),
-    Option("quick", "--quick", "1 epoch, 1 repeat, 5000 images", {"action": "store_true"}),
+    Option("quick", "--quick", "1 epoch, 1 repeat, a subset (5000 images for the CIFAR-10 "
+           "workloads, fewer samples for resnet50 and the GPTs)", {"action": "store_true"}),
     Option("reports_dir", "--reports", "output folder (results/, logs/)",
            {"type": Path, "metavar": "DIR"}),
     Option("offline", "--offline", "never pull a base image", {"action": "store_true"}),

@@ -62,15 +62,17 @@ class TargetPlan:
         return None if self.price is None else self.price * self.total_s / 3600
 
 
-def earlier_epochs(reports: Path) -> dict[tuple[str, str], tuple[float, float]]:
-    """(environment, target) -> (median first epoch, median steady epoch) of earlier runs."""
-    seen: dict[tuple[str, str], list[tuple[float, float]]] = {}
+def earlier_epochs(reports: Path) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(environment, target, workload) -> (median first epoch, median steady epoch) of
+    earlier runs: a ResNet-50 epoch says nothing about a LeNet one."""
+    seen: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     folder = reports / "results"
     records, _ = store.load_all([folder]) if folder.is_dir() else ([], [])
     for r in records:
         first, steady = r.summary.first_epoch_s, r.summary.epoch_s_median
         if r.status == "ok" and first and steady and r.cell.environment and r.cell.target:
-            seen.setdefault((r.cell.environment, r.cell.target), []).append((first, steady))
+            seen.setdefault((r.cell.environment, r.cell.target, r.workload),
+                            []).append((first, steady))
     return {key: (stats.median([v[0] for v in values]), stats.median([v[1] for v in values]))
             for key, values in seen.items()}
 
@@ -117,7 +119,7 @@ def plan(matrix: Matrix, opts: Options, workdir: Path,
         todo = expansion.expand(matrix, targets=[name], matrix_dir=opts.matrix_dir)
         run_s, unknown = 0.0, 0
         for cell in todo:
-            known = earlier.get((cell.environment, name))
+            known = earlier.get((cell.environment, name, cell.workload.name))
             if known is None:
                 unknown += 1
                 continue

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from bench_helpers import ROOT, run_bench
+from bench_helpers import ROOT, needs_torchvision, run_bench
 from test_flops import LENETS
 
 from bench import workloads
@@ -170,3 +170,24 @@ def test_quantized_eval_sits_beside_the_float_test(tmp_path, cifar_dir):
     # int8 linear weights: LeNet's 62k parameters are 95% linear, so the state shrinks ~3x.
     assert q["weight_bytes"] < 0.5 * q["float_weight_bytes"]
     assert q["test_s"] > 0 and q["float_test_s"] > 0
+
+
+def test_the_classic_pipeline_feeds_token_ids_without_torchvision(tmp_path):
+    """A workload of tensors gets the tutorial's DataLoader (workers, shuffling) over them,
+    with no image transforms: it runs where torchvision does not import."""
+    code, record, out = run_bench(tmp_path, "--device", "cpu", "--synthetic", "--pipeline",
+                                  "classic", "--workers", "2", "--epochs", "1", "--workload",
+                                  "gpt-tiny", "--limit", "16", "--limit-test", "8",
+                                  "--batch-size", "8")
+    assert code == 0, out
+    assert record["epochs"][0]["samples"] == 16 and record["epochs"][0]["phases_s"]["data"] > 0
+
+
+@needs_torchvision
+def test_the_classic_pipeline_transforms_imagenet_shaped_images(tmp_path):
+    code, record, out = run_bench(tmp_path, "--device", "cpu", "--synthetic", "--pipeline",
+                                  "classic", "--workers", "2", "--epochs", "1", "--workload",
+                                  "resnet50", "--limit", "4", "--limit-test", "2",
+                                  "--batch-size", "2")
+    assert code == 0, out
+    assert record["epochs"][0]["samples"] == 4 and record["env"]["torchvision"]

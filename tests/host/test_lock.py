@@ -91,7 +91,7 @@ def test_a_foreign_python_from_the_package_index():
 
 @pytest.mark.parametrize("change", [
     {"python": "3.12"}, {"torchvision": "0.28.0"}, {"platform": "x86_64-manylinux_2_28"},
-    {"wheelhouse": "added"},
+    {"wheelhouse": "added"}, {"packages": ("tomli==2.0.1",)},
 ])
 def test_a_changed_input_makes_the_lock_stale_and_it_is_refused(tmp_path, wheelhouse, change):
     locks = tmp_path / "locks"
@@ -164,6 +164,17 @@ def test_a_pip_stack_gets_numpy_unless_the_matrix_says_otherwise(tmp_path, wheel
     assert {w.package for w in made.wheels} == {"torch", "filelock", "numpy"}
     without = lock.write("m", env(wheelhouse), tmp_path, tmp_path / "locks")
     assert "numpy" not in {w.package for w in without.wheels}
+
+
+def test_a_workloads_packages_are_locked_with_the_stack(tmp_path, wheelhouse):
+    """An environment's packages (what a user's workload imports) are resolved with torch
+    and pinned by hash in the same lock: one install, checked as a whole."""
+    made = lock.write("w", env(wheelhouse, packages=("tomli==2.0.1",)), tmp_path,
+                      tmp_path / "locks")
+    assert {w.package for w in made.wheels} == {"torch", "filelock", "tomli"}
+    assert "tomli==2.0.1 --hash=sha256:" in made.requirements_text()
+    with pytest.raises(UserError, match="uv could not resolve .*tomli==9.9"):
+        lock.write("x", env(wheelhouse, packages=("tomli==9.9",)), tmp_path, tmp_path / "locks")
 
 
 # --- hostile lock files: a lock is a file anyone can change in a pull request
