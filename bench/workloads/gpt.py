@@ -46,15 +46,23 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
         self.fused = fused
-        if not fused:
-            mask = torch.tril(torch.ones(length, length, dtype=torch.bool))
-            self.register_buffer("mask", mask.view(1, 1, length, length), persistent=False)
+        # The causal mask of the explicit path: a plain attribute made on the input's device,
+        # not a buffer, which DDP would broadcast every step (and gloo refuses bool tensors).
+        self.causal = None
 
     def attention_macs(self, x):
         """Multiply-adds of QK^T and of the weights times V (bench.workloads.flops's hooks;
         the projections are linear layers, counted on their own)."""
         batch, length, width = x.shape
         return 2 * batch * length * length * width
+
+    def _causal(self, length, device):
+        """True where a position may attend: itself and the positions before it."""
+        mask = self.causal
+        if mask is None or mask.device != device or mask.shape[0] < length:
+            mask = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+            self.causal = mask
+        return mask[:length, :length]
 
     def forward(self, x):
         batch, length, width = x.shape
@@ -65,7 +73,7 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.shape[-1]))
-            scores = scores.masked_fill(~self.mask[:, :, :length, :length], float("-inf"))
+            scores = scores.masked_fill(~self._causal(length, x.device), float("-inf"))
             y = F.softmax(scores, dim=-1) @ v
         return self.proj(y.transpose(1, 2).contiguous().view(batch, length, width))
 

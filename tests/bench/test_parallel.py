@@ -187,41 +187,64 @@ def test_dp_replicas_compute_in_the_runs_autocast_dtype_in_their_own_threads():
     assert seen == {"dtype": torch.bfloat16, "bare": torch.float32}
 
 
+ACCUMULATION_CHECK = """
+import json, os, sys
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+
+from bench import parallel
+
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+torch.manual_seed(0)
+wrapped = DistributedDataParallel(torch.nn.Linear(4, 2))
+reduced = []
+
+
+def counting(state, bucket):
+    reduced.append(1)
+    return default_hooks.allreduce_hook(None, bucket)
+
+
+wrapped.register_comm_hook(None, counting)
+world = parallel.World("ddp", 1, backend="gloo")
+synced = []
+for step in range(1, 8):
+    sync = parallel.syncs_gradients(step, 3, common_steps=7)
+    before = len(reduced)
+    with parallel.gradient_sync(wrapped, world, sync):
+        wrapped(torch.ones(2, 4)).sum().backward()
+    synced.append(len(reduced) - before)
+grad = wrapped.module.weight.grad.tolist()
+print(json.dumps({"synced": synced, "grad": grad}))
+sys.stdout.flush()
+# As bench's ranks do (bench.parallel.finish): end without destroying DDP's reducer, whose
+# destructor joins a gloo thread that may wait for the GIL this thread holds (it hung the
+# suite once, in this test's own process).
+os._exit(0)
+"""
+
+
 def test_ddp_accumulation_all_reduces_once_per_optimizer_step():
     """A real DDP module in a one-rank gloo group, with a comm hook that counts the
     all-reduces it is asked for: under bench's micro-step rule, 7 micro-steps accumulating by
-    3 reduce at steps 3, 6 and the last, 7; without no_sync it would be all 7."""
-    import torch.distributed as dist
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-    from torch.nn.parallel import DistributedDataParallel
+    3 reduce at steps 3, 6 and the last, 7; without no_sync it would be all 7. In a process
+    of its own, which ends as bench's ranks do."""
+    import json
+    import subprocess
+    import sys
 
-    from bench import parallel
+    from bench_helpers import ROOT
 
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        torch.manual_seed(0)
-        wrapped = DistributedDataParallel(torch.nn.Linear(4, 2))
-        reduced = []
-
-        def counting(state, bucket):
-            reduced.append(1)
-            return default_hooks.allreduce_hook(None, bucket)
-
-        wrapped.register_comm_hook(None, counting)
-        world = parallel.World("ddp", 1, backend="gloo")
-        synced = []
-        for step in range(1, 8):
-            sync = parallel.syncs_gradients(step, 3, common_steps=7)
-            before = len(reduced)
-            with parallel.gradient_sync(wrapped, world, sync):
-                wrapped(torch.ones(2, 4)).sum().backward()
-            synced.append(len(reduced) - before)
-        assert synced == [0, 0, 1, 0, 0, 1, 1]
-        # The gradient the last reduce carried is the sum of all 7 micro-steps'.
-        one = torch.ones(2, 4).sum(0)
-        assert torch.allclose(wrapped.module.weight.grad, 7 * one.expand(2, 4))
-    finally:
-        dist.destroy_process_group()
+    proc = subprocess.run([sys.executable, "-c", ACCUMULATION_CHECK], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["synced"] == [0, 0, 1, 0, 0, 1, 1]
+    # The gradient the last reduce carried is the sum of all 7 micro-steps'.
+    one = torch.ones(2, 4).sum(0)
+    assert torch.allclose(torch.tensor(found["grad"]), 7 * one.expand(2, 4))
 
 
 def test_ddp_ranks_sync_alike_past_an_uneven_shard_and_count_their_syncs(tmp_path):
@@ -235,3 +258,16 @@ def test_ddp_ranks_sync_alike_past_an_uneven_shard_and_count_their_syncs(tmp_pat
     (epoch,) = record["epochs"]
     assert [r["steps"] for r in epoch["ranks"]] == [11, 10]
     assert [r["grad_syncs"] for r in epoch["ranks"]] == [4, 3]
+
+
+def test_ddp_trains_a_token_workload_and_its_ranks_count_sequences(tmp_path):
+    """The parallel modes are the loop's, not LeNet's: a GPT under ddp shards its sequences
+    between the ranks like images, and its progress line counts tokens."""
+    code, record, out = run_bench(tmp_path, *SMALL, "--workload", "gpt-tiny", "--limit", "24",
+                                  "--limit-test", "8", "--epochs", "1", "--batch-size", "4",
+                                  "--parallel", "ddp", "--nproc", "2", "--threads", "2")
+    assert code == 0, out
+    (epoch,) = record["epochs"]
+    assert [r["samples"] for r in epoch["ranks"]] == [12, 12] and epoch["samples"] == 24
+    assert [r["steps"] for r in epoch["ranks"]] == [3, 3]
+    assert record["model"]["unit"] == "tokens" and out.count("tok/s") == 1
