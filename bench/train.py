@@ -158,11 +158,7 @@ def train(config, record, world, store_path=None):
         shard=(world.rank, world.size) if world.distributed else None,
         inputs=workload.inputs)
     record["parallel"]["repeated_samples_per_epoch"] = pipeline.repeated_per_epoch()
-    built = workload.model()
-    # Counted on a copy on the meta device, before the timed epochs; no random draws.
-    with torch.random.fork_rng(devices=[]):
-        record["model"] = workload.describe(built)
-    net = built.to(device)
+    net = workload.model().to(device)
     if config["channels_last"]:
         net = net.to(memory_format=torch.channels_last)
     wrapped = parallel.wrap(net, world, autocast if config["amp"] != "off" else None)
@@ -262,6 +258,11 @@ def train(config, record, world, store_path=None):
             record["quantized_eval"] = quantize.evaluate(net, pipeline.test_batches())
         record["memory"] = memory.snapshot(device_peaks)
         record["summary"] = summarise(record["epochs"], weights_sha256(net), forward_dtype)
+        # After the timed epochs and the memory snapshot: counting on the meta device may
+        # import torch's dispatch machinery (torch._dynamo: about 1 s and 70 MB), which is
+        # no part of the run's figures. No random draws, whatever the model does.
+        with torch.random.fork_rng(devices=[]):
+            record["model"] = workload.describe(net)
         if config.get("save_weights"):
             torch.save(net.state_dict(), config["save_weights"])
     parallel.barrier(world)  # the others wait for rank 0's test pass before leaving

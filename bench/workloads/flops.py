@@ -1,7 +1,7 @@
 """FLOPs per sample of a workload's model: forward, and forward plus backward (a train step).
 
-Counted once per run, before the timed epochs, on a copy of the model on torch's "meta"
-device (shapes only: no memory, no arithmetic, no random numbers drawn):
+Counted once per run, after the timed epochs and the memory snapshot, on a copy of the model
+on torch's "meta" device (shapes only: no arithmetic, no random numbers drawn):
 
   flop_counter  torch.utils.flop_counter.FlopCounterMode (torch 2.1 on) counts every matrix
                 multiplication and convolution torch dispatches, attention included, and

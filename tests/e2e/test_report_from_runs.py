@@ -22,7 +22,7 @@ def _records(folder: Path) -> dict[str, dict]:
 
 
 def _headline_row(page: str, environment: str) -> str:
-    table = re.search(r'<table class="headline" data-environment="%s">(.*?)</table>'
+    table = re.search(r'<table class="headline" data-environment="%s"[^>]*>(.*?)</table>'
                       % re.escape(environment), page, flags=re.S)
     assert table, "no headline table for %s" % environment
     rows = re.findall(r"<tr data-key=.*?</tr>", table.group(1), flags=re.S)

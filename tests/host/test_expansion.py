@@ -175,8 +175,11 @@ def test_a_cells_label_says_what_it_runs(m):
     assert cells[4].label == "g × gpu × amp=bf16 batch_size=32 (repeat 2)"
     quick = expansion.expand(m, envs=["a"], quick=True)[0]
     assert quick.label == "a × cpu × amp=off batch_size=32 (quick) (repeat 1)"
-    plain = expansion.expand(models.parse(EVERY_OPTION.replace(
-        "  sweep: {parallel: [none, ddp]}\n", "")))[1]
+    unswept = EVERY_OPTION.replace("  sweep: {parallel: [none, ddp]}\n", "")
+    # A workload other than LeNet is named even where it is not swept: it is what runs.
+    assert expansion.expand(models.parse(unswept))[1].label == \
+        "e × cpu × workload=lenet-dws (repeat 2)"
+    plain = expansion.expand(models.parse(unswept.replace("  model: lenet-dws\n", "")))[1]
     assert plain.label == "e × cpu (repeat 2)"
 
 
