@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 
-from bench import errors, result
+from bench import errors, result, tracefile
 from bench.errors import Terminated
 from bench.fingerprint import bench_sha256
 from bench.options import parse_config
@@ -82,6 +82,7 @@ def main(argv=None):
         print("error: %s: %s" % (record["error"]["type"], record["error"]["message"]),
               file=sys.stderr, flush=True)
         code = 1
+    tracefile.place_trace(record, args.out)
     _fill_env_if_missing(record)
     # The whole process after start-up, torch import included: the host subtracts it from a
     # cell's wall time to measure its own overhead.

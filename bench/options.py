@@ -107,6 +107,12 @@ def parser() -> argparse.ArgumentParser:
                         "workload's, 0.9)")
     p.add_argument("--limit", type=_positive, default=None, help="use the first N train images")
     p.add_argument("--limit-test", type=_positive, default=None, help="first N test images")
+    p.add_argument("--profile", action="store_true",
+                   help="after the timed epochs, profile a few more steps with torch.profiler: "
+                        "top operators in the result, a Chrome trace beside it")
+    p.add_argument("--probe", choices=ON_OFF, default="on",
+                   help="after the timed epochs, measure the best matmul rate in the run's "
+                        "dtype (the ceiling the page sets achieved FLOP/s against)")
     p.add_argument("--save-weights", metavar="FILE", default=None)
     p.add_argument("--out", metavar="FILE.json", required=True)
     return p

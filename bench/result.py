@@ -40,7 +40,7 @@ def new_record(config: Dict[str, Any]) -> Dict[str, Any]:
         "config": config, "env": {}, "epochs": [],
         "memory": dict.fromkeys(REQUIRED["memory"]),
         "summary": dict.fromkeys(REQUIRED["summary"]),
-        "model": None, "parallel": None,
+        "model": None, "parallel": None, "profile": None, "probe": None,
     }
 
 

@@ -48,3 +48,10 @@ class PhaseClock:
                 self.totals[phase] += start.elapsed_time(end) / 1000.0
             self._spans = []
         return {phase: round(seconds, 6) for phase, seconds in self.totals.items()}
+
+
+class NoClock:
+    """The clock of steps that are not timed (the profile window): marks nothing."""
+
+    def mark(self, phase):
+        pass

@@ -6,16 +6,29 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import random
+import tempfile
 from time import perf_counter
 
 import torch
 
-from bench import compat, fingerprint, memory, parallel, quantize, result, workloads
+from bench import (
+    compat,
+    fingerprint,
+    memory,
+    parallel,
+    probe,
+    profiling,
+    quantize,
+    result,
+    tracefile,
+    workloads,
+)
 from bench.errors import DeviceUnavailable, UnsupportedOption, WorkloadError
 from bench.pipelines import PIPELINES
 from bench.summary import summarise
-from bench.timing import PhaseClock
+from bench.timing import NoClock, PhaseClock
 
 # How a progress line names a unit per second.
 RATE = {"images": "img/s", "tokens": "tok/s", "samples": "samples/s"}
@@ -173,6 +186,33 @@ def train(config, record, world, store_path=None):
     # Every micro-step syncs outside ddp's accumulation: no_sync is never asked for.
     common_steps = pipeline.common_steps() if world.mode == "ddp" and accumulate > 1 else 0
 
+    def micro_step(images, labels, index, clock, loss_sum):
+        """One micro-step, the same in the timed epochs and in the profile window: copy,
+        forward, backward, and the optimizer where an accumulation group ends. Returns
+        whether it synchronised gradients and the forward's output dtype."""
+        images = images.to(device, non_blocking=non_blocking)
+        labels = labels.to(device, non_blocking=non_blocking)
+        if config["channels_last"]:
+            images = images.contiguous(memory_format=torch.channels_last)
+        clock.mark("h2d")
+        # Under ddp a micro-step inside an accumulation group keeps its gradients
+        # local: one all-reduce per optimizer step, not one per micro-step.
+        sync = parallel.syncs_gradients(index + 1, accumulate, common_steps)
+        with parallel.gradient_sync(wrapped, world, sync):
+            with autocast():
+                outputs = model(images)
+                loss = criterion(outputs, labels)
+            loss_sum += loss.detach().float()
+            clock.mark("forward")
+            # Dividing by 1 would be one more kernel per step for nothing.
+            scaled = loss / accumulate if accumulate > 1 else loss
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+            clock.mark("backward")
+        if (index + 1) % accumulate == 0:
+            _step(optimizer, scaler)
+        clock.mark("optimizer")
+        return sync, outputs.dtype
+
     for epoch in range(config["epochs"]):
         loss_sum = torch.zeros((), device=device)
         steps = samples = grad_syncs = 0
@@ -184,33 +224,13 @@ def train(config, record, world, store_path=None):
         with (wrapped.join() if world.distributed else contextlib.nullcontext()):
             for images, labels in pipeline.train_batches(epoch):
                 clock.mark("data")
-                images = images.to(device, non_blocking=non_blocking)
-                labels = labels.to(device, non_blocking=non_blocking)
-                if config["channels_last"]:
-                    images = images.contiguous(memory_format=torch.channels_last)
-                clock.mark("h2d")
-                # Under ddp a micro-step inside an accumulation group keeps its gradients
-                # local: one all-reduce per optimizer step, not one per micro-step.
-                sync = parallel.syncs_gradients(steps + 1, accumulate, common_steps)
-                with parallel.gradient_sync(wrapped, world, sync):
-                    with autocast():
-                        outputs = model(images)
-                        loss = criterion(outputs, labels)
-                    if forward_dtype is None:
-                        # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
-                        forward_dtype = str(outputs.dtype).replace("torch.", "")
-                    loss_sum += loss.detach().float()
-                    clock.mark("forward")
-                    # Dividing by 1 would be one more kernel per step for nothing.
-                    scaled = loss / accumulate if accumulate > 1 else loss
-                    (scaler.scale(scaled) if scaler is not None else scaled).backward()
-                    clock.mark("backward")
+                sync, dtype = micro_step(images, labels, steps, clock, loss_sum)
+                if forward_dtype is None:
+                    # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
+                    forward_dtype = str(dtype).replace("torch.", "")
                 steps += 1
                 grad_syncs += sync
                 samples += labels.shape[0]
-                if steps % accumulate == 0:
-                    _step(optimizer, scaler)
-                clock.mark("optimizer")
             if steps % accumulate:  # the epoch's last, short accumulation group
                 _step(optimizer, scaler)
                 clock.mark("optimizer")
@@ -265,9 +285,48 @@ def train(config, record, world, store_path=None):
             record["model"] = workload.describe(net)
         if config.get("save_weights"):
             torch.save(net.state_dict(), config["save_weights"])
+    # Last, once every figure above is taken: what the profiler and the probe do cannot
+    # reach the epochs, the memory peaks or the weights' digest.
+    if config["profile"]:
+        _profile(config, record, world, pipeline, optimizer, micro_step, device)
+    if world.main and config["probe"] == "on":
+        record["probe"] = probe.measure(device, config["amp"])
     parallel.barrier(world)  # the others wait for rank 0's test pass before leaving
     parallel.finish(world, model, wrapped)
     return record
+
+
+def _profile(config, record, world, pipeline, optimizer, micro_step, device):
+    """The operator profile (bench.profiling): rank 0 profiles a few more steps of the same
+    loop; under ddp the other ranks run them with it, unprofiled."""
+    scratch = torch.zeros((), device=device)
+    batches = profiling.cycle(pipeline, config["epochs"])
+
+    def step(images, labels, index):
+        micro_step(images, labels, index, NoClock(), scratch)
+
+    optimizer.zero_grad(set_to_none=True)
+    trace = None
+    try:
+        if world.main:
+            # A file of its own until the CLI puts it beside the result (trace_path).
+            fd, trace = tempfile.mkstemp(prefix="envbench-", suffix=tracefile.TRACE_SUFFIX)
+            os.close(fd)
+            record["profile"] = profiling.window(step, batches, device, trace,
+                                                 group=config["accumulate"],
+                                                 adapt=not world.distributed)
+        else:
+            profiling.follow(step, batches, group=config["accumulate"])
+    except Exception as exc:
+        if world.distributed:
+            raise  # the other ranks wait in the window's all-reduces: the cell fails
+        # The timed figures are whole: the cell stays ok and says what the window lacked.
+        record["profile"] = profiling.failed(exc)
+        if trace is not None and os.path.exists(trace):
+            os.unlink(trace)
+    finally:
+        batches.close()  # a classic loader's workers end here, not at exit
+    optimizer.zero_grad(set_to_none=True)
 
 
 def _trained_devices(device, world):

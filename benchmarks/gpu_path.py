@@ -13,7 +13,9 @@ are measured. Then the path, in what time is left: 1-epoch benches of the full s
 off/default, channels_last, the copy options off, ddp with world size 1 (NCCL), dp over the
 visible GPUs, the light models and the quantised test pass; then the workloads a GPU is bought
 for (resnet18-cifar, resnet50 at fp16 and TF32, gpt2-small with and without compile), 2
-epochs each on their own data. Rows that compile are skipped,
+epochs each on their own data; the resident LeNet and the fp16 ResNet-50 rows are profiled
+(operators, a trace) and every row runs the matmul probe (achieved / achievable). Rows that
+compile are skipped,
 and say so, where this machine has no C compiler (Triton needs gcc, inductor g++). The
 checks only a container can make (read-only root, no capabilities, a non-root user) are
 printed as one `docker run` line for the operator where Docker is installed.
@@ -44,7 +46,7 @@ PATH = [
     ("classic", ("--pipeline", "classic", "--workers", "4"), 1),
     ("classic-copies-off", ("--pipeline", "classic", "--workers", "4", "--pin-memory", "off",
                             "--non-blocking", "off"), 1),
-    ("resident", RESIDENT, 1),
+    ("resident", RESIDENT + ("--profile",), 1),
     ("resident-fp16", RESIDENT + ("--amp", "fp16"), 1),
     ("resident-bf16", RESIDENT + ("--amp", "bf16"), 1),
     ("resident-channels-last", RESIDENT + ("--channels-last",), 1),
@@ -58,7 +60,7 @@ PATH = [
     ("resnet18-cifar-bf16", RESIDENT + ("--workload", "resnet18-cifar", "--amp", "bf16",
                                         "--channels-last", "--batch-size", "512"), 2),
     ("resnet50-fp16-cl", RESIDENT + ("--workload", "resnet50", "--amp", "fp16",
-                                     "--channels-last", "--batch-size", "256"), 2),
+                                     "--channels-last", "--batch-size", "256", "--profile"), 2),
     ("resnet50-tf32", RESIDENT + ("--workload", "resnet50", "--batch-size", "256"), 2),
     ("gpt2-small-bf16", RESIDENT + ("--workload", "gpt2-small", "--amp", "bf16",
                                     "--batch-size", "16"), 2),
@@ -150,6 +152,17 @@ def note(record: dict) -> str:
                      % (model["name"], model["parameters"], flops / 1e9,
                         rate * model.get("units_per_sample", 1), model.get("unit", "images"),
                         flops * rate / 1e12))
+    probe = record.get("probe") or {}
+    train = (model.get("flops") or {}).get("train")
+    rate = (record.get("summary") or {}).get("samples_per_s")
+    if probe.get("flops_per_s") and train and rate:
+        parts.append("%.1f%% of the %s probe's %.1f TFLOP/s" % (
+            100 * train * rate / probe["flops_per_s"], probe["dtype"], probe["flops_per_s"] / 1e12))
+    ops = [o for o in ((record.get("profile") or {}).get("operators") or [])
+           if not o["name"].startswith("(")]
+    if ops:
+        parts.append("top operators: %s" % ", ".join("%s %.0f%%" % (o["name"], 100 * o["share"])
+                                                    for o in ops[:3]))
     return "; ".join(parts)
 
 

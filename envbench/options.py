@@ -24,6 +24,7 @@ class Options:
     targets: tuple[str, ...] = ()
     kind: str | None = None              # "cpu" or "cuda": only cells on such targets
     quick: bool = False
+    profile: bool = False                # `bench`, `report`: every cell with an operator profile
     reports_dir: Path = Path("reports")
     offline: bool = False                # never pull a base image
     locks: Path | None = None            # default: locks_dir
@@ -101,6 +102,9 @@ OPTIONS = _options(
     Option("kind", "--kind", "only cells on cpu or cuda targets", {"choices": ("cpu", "cuda")}),
     Option("quick", "--quick", "1 epoch, 1 repeat, a subset (5000 images for the CIFAR-10 "
            "workloads, fewer samples for resnet50 and the GPTs)", {"action": "store_true"}),
+    Option("profile", "--profile", "profile every cell: after its timed epochs, a few more "
+           "steps under torch.profiler (top operators on the page, a Chrome trace beside the "
+           "result); a profiled cell is a measurement of its own", {"action": "store_true"}),
     Option("reports_dir", "--reports", "output folder (results/, logs/)",
            {"type": Path, "metavar": "DIR"}),
     Option("offline", "--offline", "never pull a base image", {"action": "store_true"}),
@@ -171,8 +175,8 @@ COMMANDS: dict[str, Command] = {
     "build": Command("build the images the selected cells need",
                      (*SELECTION, "reports_dir", "offline", "locks", "frozen")),
     "bench": Command("build, then run every selected cell",
-                     (*SELECTION, "quick", "reports_dir", "offline", "locks", "frozen",
-                      "synthetic", "data_dir", "order", "order_seed")),
+                     (*SELECTION, "quick", "profile", "reports_dir", "offline", "locks",
+                      "frozen", "synthetic", "data_dir", "order", "order_seed")),
     "check": Command("validate a matrix, list its cells, and run every check that needs no "
                      "build", (*SELECTION, "quick", "offline", "locks", "frozen", "synthetic",
                                "data_dir"),
@@ -190,7 +194,8 @@ COMMANDS: dict[str, Command] = {
     # result folders the report takes the cells the run took (matrix, --env, --target,
     # --kind, --quick, --synthetic, the data set's digest) from REPORTS/results.
     "report": Command("render reports/index.html, summary.md, results.csv",
-                      ("results", "out", *SELECTION, "quick", "reports_dir", "synthetic",
+                      ("results", "out", *SELECTION, "quick", "profile", "reports_dir",
+                       "synthetic",
                        "data_dir", "locks", "baseline", "baseline_env", "target_accuracy",
                        "keep_contended"),
                       helps={"out": "where to write (default: REPORTS)",

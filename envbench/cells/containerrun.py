@@ -14,6 +14,7 @@ import requests
 from docker.types import LogConfig
 
 from bench.result import write_text_atomic
+from envbench.cells import traces
 from envbench.cells.resources import Resources, container_limits
 from envbench.cells.sensors import Sensors
 from envbench.engine import connection, gpu
@@ -201,6 +202,7 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
     elif error is not None and error[0] in ("Timeout", "OutOfMemory"):
         record["status"], record["error"] = "failed", {"type": error[0], "message": error[1]}
     record["noise"] = noise
+    traces.take(record, folder, mounts.results_dir, stem)
     return _with_tail(record, lines) if record["status"] != "ok" else record
 
 

@@ -69,9 +69,10 @@ def _settings(base: dict[str, Any], variant: dict[str, Any], plan: WorkloadPlan,
 
 def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | None = None,
            kind: str | None = None, quick: bool = False,
-           matrix_dir: Path | None = None) -> list[Cell]:
+           matrix_dir: Path | None = None, profile: bool = False) -> list[Cell]:
     """Every cell to run, in a stable order; ``kind`` keeps cpu or cuda targets only. A
-    user's workload is found and hashed in ``matrix_dir`` (the matrix's folder)."""
+    user's workload is found and hashed in ``matrix_dir`` (the matrix's folder). ``profile``
+    (--profile) profiles every cell, whatever the matrix says."""
     for wanted, known, what in ((envs, matrix.environments, "environment"),
                                 (targets, matrix.targets, "target")):
         unknown = sorted(set(wanted or ()) - set(known))
@@ -86,6 +87,9 @@ def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | N
         repeats = QUICK["repeats"]
         base.update({k: v for k, v in QUICK.items() if k != "repeats"})
     keys = list(bench.sweep)
+    if profile:
+        base["profile"] = True
+        keys = [k for k in keys if k != "profile"]
     cells = []
     for env_name in matrix.environments:
         if envs and env_name not in envs:
@@ -133,9 +137,12 @@ def bench_args(cell: Cell, res: Resources, synthetic: bool) -> list[str]:
     # nproc counts dp/ddp devices: a sweep of parallel: [none, ddp] leaves the none cells alone.
     if s["nproc"] is not None and s["parallel"] != "none":
         args += ["--nproc", s["nproc"]]
-    for flag, key in (("--channels-last", "channels_last"), ("--deterministic", "deterministic")):
+    for flag, key in (("--channels-last", "channels_last"), ("--deterministic", "deterministic"),
+                      ("--profile", "profile")):
         if s[key]:
             args.append(flag)
+    if not s["probe"]:
+        args += ["--probe", "off"]  # bench's default is on
     return [str(a) for a in args]
 
 

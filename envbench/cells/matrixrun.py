@@ -41,7 +41,7 @@ from envbench.results.identity import DataIdentity
 def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
     m = models.load(opts.matrix_path)
     cells = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick,
-                           opts.matrix_dir)
+                           opts.matrix_dir, opts.profile)
     # A cloud target runs on its own VM (nox -s cloud), where the kit names it with --target;
     # a local run that did not ask for it leaves it alone.
     cloud = sorted({c.target for c in cells if m.targets[c.target].cloud is not None

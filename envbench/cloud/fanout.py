@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench.tracefile import TRACE_SUFFIX
 from envbench import terminal, users
-from envbench.cells import dataset, records
+from envbench.cells import dataset, records, traces
 from envbench.cells import expansion as cellmod
 from envbench.cloud import fetch, local, runid, sky
 from envbench.cloud import plan as planmod
@@ -107,7 +108,8 @@ class FanOut:
         shutil.rmtree(staging, ignore_errors=True)
         users.prepare_dirs(staging.parent)  # REPORTS/cloud stays; the staging folder goes
         (staging / "results").mkdir(parents=True)
-        problem = rsync(remote, "reports/results/", staging / "results")
+        problem = rsync(remote, "reports/results/", staging / "results",
+                        ("*.json", "*" + TRACE_SUFFIX))
         if problem is None:
             outcome.fetched_by = "rsync over ssh (%s)" % remote.alias
             rsync(remote, "reports/logs/", staging / "logs", "*.log")  # they help; results matter
@@ -164,6 +166,7 @@ class FanOut:
             # Named by its own identity, never by the VM's file name: a VM cannot choose
             # which of reports/results it overwrites.
             home = store.path_for(dest, identity.of_record(record), cell.get("variant") or {})
+            traces.take(record, staging / "results", dest, path.stem, home.stem)
             store.write(home, record)
             users.own(home)
             kept.append(home)
@@ -353,13 +356,15 @@ LOG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.log\Z")
 LOG_CAP = 32 * 2**20
 
 
-def rsync(remote: Remote, path: str, dest: Path, pattern: str = "*.json") -> str | None:
-    """Copy the regular ``pattern`` files of folder ``path`` (relative to the workdir) from
-    the cluster, and nothing else; None, or why it failed."""
+def rsync(remote: Remote, path: str, dest: Path,
+          patterns: tuple[str, ...] | str = "*.json") -> str | None:
+    """Copy the regular files matching ``patterns`` of folder ``path`` (relative to the
+    workdir) from the cluster, and nothing else; None, or why it failed."""
     dest.mkdir(parents=True, exist_ok=True)
+    wanted = (patterns,) if isinstance(patterns, str) else patterns
     command = ["rsync", "--recursive", "--times", "--no-links", "--no-devices",
                "--no-specials", "--no-perms", "--no-owner", "--no-group", "--chmod=F644,D755",
-               "--max-size=%s" % MAX_FILE, "--include=%s" % pattern, "--exclude=*",
+               "--max-size=%s" % MAX_FILE, *("--include=%s" % p for p in wanted), "--exclude=*",
                "--timeout=60", "-e", " ".join(map(shlex.quote, remote.ssh)),
                "%s:%s/%s" % (remote.alias, remote.workdir, path), str(dest) + "/"]
     try:

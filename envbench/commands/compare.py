@@ -15,6 +15,7 @@ from typing import TextIO
 from envbench.errors import UserError
 from envbench.options import Options
 from envbench.report import compare, grouping
+from envbench.report.formats import step_time
 from envbench.results import store
 
 
@@ -40,6 +41,10 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
         print("%-*s  %-12s %s%s" % (width, c.name, c.flag, figures, interval), file=out)
         for label, before, after in c.differences:
             print("%-*s    %s: %s → %s" % (width, "", label, before, after), file=out)
+        for m in c.operators:
+            print("%-*s    operator %s: %s → %s per step" % (width, "", m.name,
+                                                        step_time(m.old_s), step_time(m.new_s)),
+                  file=out)
     regressions = sum(c.flag == "regression" for c in changes)
     lost = [c for c in changes if c.flag in LOST]
     print("%d cells; %d regression(s), %d improvement(s) beyond %s%%%s; wrote %s and %s"

@@ -34,7 +34,8 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 CPUSET = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
 SIZE = r"^\d+[kmg]?$"  # Docker's --memory grammar, lower-case units
 SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers",
-             "workload", "parallel", "nproc", "quantize_eval", "pin_memory", "non_blocking")
+             "workload", "parallel", "nproc", "quantize_eval", "pin_memory", "non_blocking",
+             "profile")
 # The key's earlier name (a matrix written for the LeNets' sweep): read as `workload`.
 RENAMED = {"model": "workload"}
 MAX_CELLS = 10_000
@@ -382,6 +383,10 @@ class Settings(_Strict):
     # None: bench's default, on for cuda and off for cpu (a CPU run makes no device copies).
     pin_memory: Optional[Literal["on", "off"]] = None
     non_blocking: Optional[Literal["on", "off"]] = None
+    # After the timed epochs: an operator profile (top operators, a Chrome trace; part of the
+    # cell's identity), and the matmul probe behind "achieved / achievable" (on by default).
+    profile: Flag = False
+    probe: Flag = True
 
     @model_validator(mode="before")
     @classmethod

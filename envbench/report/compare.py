@@ -1,5 +1,6 @@
 """Two runs compared (`nox -s compare -- OLD NEW`): the same cells in both, and only the
-changes that clear the noise (as asv's and pytest-benchmark's compare do).
+changes that clear the noise (as asv's and pytest-benchmark's compare do); where both runs
+were profiled, the operators that account for a flagged change.
 
 A cell is matched across the runs by what the user would call it: environment, target,
 swept options, and --quick / synthetic data. Its time ratio new/old gets a bootstrap
@@ -15,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from envbench import stats, users
-from envbench.report import grouping, templating
+from envbench.report import grouping, operators, templating
 from envbench.report.grouping import Group
+from envbench.report.operators import Moved
 from envbench.results.identity import variant_text
 from envbench.results.record import Result
 
@@ -33,6 +35,9 @@ class Change:
     ci: tuple[float, float] | None = None
     flag: str = "—"                           # "regression", "improvement", "no change", …
     differences: tuple[tuple[str, Any, Any], ...] = ()
+    # Where both runs were profiled: the operators whose time per step moved the most in
+    # the direction of a regression or an improvement.
+    operators: tuple[Moved, ...] = ()
 
     @property
     def name(self) -> str:
@@ -68,6 +73,8 @@ def compare(old: list[Result], new: list[Result], threshold: float = 0.05,
             if min(len(o.repeat_walls), len(n.repeat_walls)) >= grouping.MIN_REPEATS:
                 change.ci = stats.hierarchical_ratio_ci(n.repeat_walls, o.repeat_walls)
             change.flag = _flag(change.ci, threshold)
+            if change.flag in ("regression", "improvement"):
+                change.operators = tuple(operators.accounting(o, n, change.flag == "regression"))
             a, b = _fingerprint(o), _fingerprint(n)
             change.differences = tuple((label, a[label], b[label]) for label, _ in FINGERPRINT
                                        if a[label] != b[label])

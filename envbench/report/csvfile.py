@@ -38,6 +38,18 @@ def _resource(key: str) -> Column:
     return lambda r: (r.cell.resources or {}).get(key)
 
 
+def _achieved(r: Result) -> float | None:
+    """FLOP/s this repeat achieved: train-step FLOPs per sample times samples per second."""
+    flops = r.model.flops_train if r.model else None
+    rate = r.summary.samples_per_s
+    return None if flops is None or rate is None else round(flops * rate, 1)
+
+
+def _top_operator(r: Result) -> tuple[str, float | None] | None:
+    ops = [o for o in (r.profile.operators if r.profile else ()) if o.share is not None]
+    return (ops[0].name, ops[0].share) if ops else None
+
+
 def _quantized(key: str) -> Column:
     return lambda r: (r.quantized_eval or {}).get(key)
 
@@ -87,6 +99,12 @@ COLUMNS: list[tuple[str, Column]] = [
     ("image_id", _of("image", "id")),
     ("lock_sha256", _of("image", "lock_sha256")),
     ("bench_sha256", _of("env", "bench_sha256")),
+    ("achieved_flops_per_s", _achieved),
+    ("probe_dtype", lambda r: r.probe.dtype if r.probe else None),
+    ("probe_flops_per_s", lambda r: r.probe.flops_per_s if r.probe else None),
+    ("profile", _of("config", "profile")),
+    ("top_operator", lambda r: (_top_operator(r) or (None, None))[0]),
+    ("top_operator_share", lambda r: (_top_operator(r) or (None, None))[1]),
 ]
 
 

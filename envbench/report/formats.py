@@ -40,3 +40,23 @@ def money(value: float | None) -> str:
         return "<$0.000000001"
     decimals = 2 - math.floor(math.log10(value))
     return "$%.*f" % (decimals, value)
+
+
+def flop_rate(value: float | None) -> str:
+    """FLOP/s in the unit that keeps three figures: 48.8 GFLOP/s, 1.23 TFLOP/s."""
+    if value is None:
+        return DASH
+    for unit, size in (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9),
+                       ("MFLOP/s", 1e6)):
+        if value >= size:
+            return "%.3g %s" % (value / size, unit)
+    return "%.3g FLOP/s" % value
+
+
+def step_time(seconds: float | None) -> str:
+    """Seconds per step, in ms (µs below a tenth of a ms)."""
+    if seconds is None:
+        return DASH
+    if seconds < 1e-4:
+        return "%.1f µs" % (seconds * 1e6)
+    return "%.3g ms" % (seconds * 1e3)

@@ -10,9 +10,11 @@ from envbench.options import Options
 from envbench.report import (
     charts,
     csvfile,
+    efficiency,
     formats,
     grouping,
     headtohead,
+    operators,
     reference,
     scaling,
     selection,
@@ -35,7 +37,8 @@ def _synthetic_by_choice(records: list[Result]) -> bool:
 def build_context(records: list[Result], skipped: list[tuple[str, str]],
                   baseline: str | None, goal: float | None,
                   baseline_env: str | None = None,
-                  keep_contended: bool = False) -> dict[str, Any]:
+                  keep_contended: bool = False, out: Path | None = None) -> dict[str, Any]:
+    """Everything the page shows; ``out`` is where it goes (links to traces are relative)."""
     groups = grouping.group(records, keep_contended)
     base_env = headtohead.baseline_environment(groups, baseline_env)
     if baseline_env is not None and base_env is None:
@@ -69,6 +72,7 @@ def build_context(records: list[Result], skipped: list[tuple[str, str]],
     failures = [(g, r) for g in groups for r in g.failed]
     scaling_rows = scaling.rows(groups)
     repeats = sorted({len(g.records) for g in groups})
+    efficiency_rows = efficiency.rows(groups)
     return {
         "head_to_head": headtohead.tables(groups, base_env), "baseline_env": base_env,
         "cards": headtohead.cards(groups, speedups), "ladder": headtohead.ladder(groups),
@@ -93,6 +97,9 @@ def build_context(records: list[Result], skipped: list[tuple[str, str]],
         "lambda_source": reference.LAMBDA_SOURCE, "lambda_url": reference.LAMBDA_URL,
         # (name, unit) of every workload, in the order the page groups them
         "workloads": sorted({(g.workload, g.unit) for g in groups}),
+        "efficiency": efficiency_rows,
+        "peak_sources": list({e.peak.name: e.peak for e in efficiency_rows if e.peak}.values()),
+        "profiles": operators.cells(groups, out), "moved": operators.moved(groups, base_env),
         "total": len(records), "ok_count": sum(1 for r in records if r.status == "ok"),
         # Synthetic by choice: workloads with no data set to have (resnet50, the GPTs) are
         # synthetic in every run and say nothing about whether CIFAR-10 was there.
@@ -119,7 +126,7 @@ def render(records: list[Result], skipped: list[tuple[str, str]], out: Path,
         raise UserError("no results to report in %s (run `nox -s bench-cpu` first)%s"
                         % (where, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
                            if skipped else ""))
-    context = build_context(records, skipped, baseline, goal, baseline_env, keep_contended)
+    context = build_context(records, skipped, baseline, goal, baseline_env, keep_contended, out)
     context["keep_contended"] = keep_contended
     # The cloud clusters these results came from (REPORTS/cloud/runs.json of `nox -s cloud`):
     # what each cost, by the provider's accounting where it gives one.

@@ -67,7 +67,7 @@ def current_results(opts: Options) -> tuple[list[Result], list[tuple[str, str]],
     their reasons, and a phrase saying where they came from."""
     m = models.load(opts.matrix_path)
     chosen = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick,
-                            opts.matrix_dir)
+                            opts.matrix_dir, opts.profile)
     folder = opts.results_dir
     loaded, skipped = store.load_all([folder])
     synthetic = opts.synthetic or m.benchmark.data == "synthetic"

@@ -32,6 +32,12 @@ def sections(context: dict[str, Any]) -> list[Missing]:
         out.append(Missing("models", "light models and the quantised test pass",
                            "benchmark: {sweep: {model: [lenet, lenet-gap, lenet-dws]}, "
                            "quantize_eval: dynamic}"))
+    if not context["efficiency"]:
+        out.append(Missing("efficiency", "achieved against achievable FLOP/s",
+                           "benchmark: {probe: true}  (the default; older results had no probe)"))
+    if not context["profiles"]:
+        out.append(Missing("operators", "where the time goes, operator by operator",
+                           "benchmark: {profile: true}  (or --profile)"))
     if not any(g.price is not None for g in groups):
         out.append(Missing("cost", "cost per epoch and per run",
                            "targets: {cpu: {device: cpu, price_per_hour: 0.10}}"))

@@ -26,6 +26,7 @@ MAX_INT_DIGITS = 18  # beyond int64: no count, size or seed is that large
 SCHEMA_1 = "envbench.result/1"
 SCHEMA_2 = "envbench.result/2"
 SCHEMA_3 = "envbench.result/3"
+SCHEMA_4 = "envbench.result/4"
 
 
 class InvalidResult(ValueError):
@@ -108,8 +109,9 @@ def check(record: Any) -> dict[str, Any]:
     """The record in the current schema's shape; raises InvalidResult with the first problem."""
     if not isinstance(record, dict):
         raise InvalidResult("not a result: the file holds no JSON object")
-    upgrades = {SCHEMA_1: (upgrade_1, upgrade_2, upgrade_3), SCHEMA_2: (upgrade_2, upgrade_3),
-                 SCHEMA_3: (upgrade_3,), result.SCHEMA: ()}
+    upgrades = {SCHEMA_1: (upgrade_1, upgrade_2, upgrade_3, upgrade_4),
+                SCHEMA_2: (upgrade_2, upgrade_3, upgrade_4), SCHEMA_3: (upgrade_3, upgrade_4),
+                SCHEMA_4: (upgrade_4,), result.SCHEMA: ()}
     schema = record.get("schema")
     steps = upgrades.get(schema) if isinstance(schema, str) else None
     if steps is None:
@@ -231,7 +233,7 @@ def upgrade_3(old: dict[str, Any]) -> dict[str, Any]:
     swept `workload`, so old and new results of one LeNet are one measurement.
     """
     record = copy.deepcopy(old)
-    record["schema"] = result.SCHEMA
+    record["schema"] = SCHEMA_4
     record.setdefault("upgraded_from", SCHEMA_3)
     config, cell, model = (record.get(k) for k in ("config", "cell", "model"))
     if isinstance(config, dict):
@@ -254,4 +256,20 @@ def upgrade_3(old: dict[str, Any]) -> dict[str, Any]:
         model.setdefault("flops", {"forward": forward, "train": None,
                                    "method": "hooks" if forward is not None else None,
                                    "note": None})
+    return record
+
+
+def upgrade_4(old: dict[str, Any]) -> dict[str, Any]:
+    """A schema-4 record in schema 5's shape: schema-4 bench had no operator profile and no
+    matmul probe, so its cells were unprofiled and unprobed (and one measurement with a new
+    unprofiled cell of the same options)."""
+    record = copy.deepcopy(old)
+    record["schema"] = result.SCHEMA
+    record.setdefault("upgraded_from", SCHEMA_4)
+    config = record.get("config")
+    if isinstance(config, dict):
+        config.setdefault("profile", False)
+        config.setdefault("probe", "off")
+    record.setdefault("profile", None)
+    record.setdefault("probe", None)
     return record

@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-# Options that name files rather than change what is measured; the data *path* is replaced
-# by the data's identity.
-NOT_MEASURED = ("data", "out", "save_weights")
+# Options that name files rather than change what is measured (the data *path* is replaced
+# by the data's identity), and the probe, which runs after the timed epochs and measures the
+# device rather than the run.
+NOT_MEASURED = ("data", "out", "save_weights", "probe")
 RESOURCE_KEYS = ("device", "cpus", "cpuset", "threads", "memory", "swap", "gpus")
 
 

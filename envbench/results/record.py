@@ -132,6 +132,58 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class Operator:
+    """One row of a profile: an operator's self time in the window and its share."""
+
+    name: str
+    calls: int
+    self_cpu_s: float
+    self_device_s: float | None
+    share: float | None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The operator profile bench took after the timed epochs (the record's profile)."""
+
+    steps: int | None
+    samples: int | None
+    window_s: float | None
+    ranked_by: str | None        # self_cpu or self_device: which time the shares are of
+    total_s: float | None
+    operators: tuple[Operator, ...]
+    trace: str | None            # the gzipped Chrome trace's name, beside the result
+    note: str | None
+
+    @classmethod
+    def of(cls, profile: Mapping[str, Any]) -> Profile:
+        return cls(profile["steps"], profile["samples"], profile["window_s"],
+                   profile["ranked_by"], profile["total_s"],
+                   tuple(Operator(o["name"], o["calls"], o["self_cpu_s"], o["self_device_s"],
+                                  o["share"]) for o in profile["operators"]),
+                   profile["trace"], profile["note"])
+
+    def per_step(self, operator: Operator) -> float | None:
+        """Seconds of the ranking time one train step spends in ``operator``."""
+        if not self.steps:
+            return None
+        spent = operator.self_device_s if self.ranked_by == "self_device" else \
+            operator.self_cpu_s
+        return None if spent is None else spent / self.steps
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The matmul probe: the best rate this device reached in the cell's dtype."""
+
+    dtype: str
+    flops_per_s: float | None
+    n: int | None
+    tf32: bool | None
+    note: str | None
+
+
+@dataclass(frozen=True)
 class Failure:
     type: str
     message: str
@@ -156,6 +208,8 @@ class Result:
     written_at: str
     log_tail: tuple[str, ...]
     noise: Noise | None
+    profile: Profile | None = None
+    probe: Probe | None = None
 
     @classmethod
     def of(cls, record: dict[str, Any], path: Path | None = None) -> Result:
@@ -197,7 +251,11 @@ class Result:
             noise=Noise(noise["contended"], tuple(noise["reasons"]),
                         _frozen(noise["host"]) if noise["host"] else None,
                         _frozen(noise["gpu"]) if noise["gpu"] else None,
-                        noise["unavailable"]) if noise else None)
+                        noise["unavailable"]) if noise else None,
+            profile=Profile.of(record["profile"]) if record.get("profile") else None,
+            probe=Probe(record["probe"]["dtype"], record["probe"]["flops_per_s"],
+                        record["probe"]["n"], record["probe"].get("tf32"),
+                        record["probe"]["note"]) if record.get("probe") else None)
 
     @property
     def ok(self) -> bool:

@@ -69,3 +69,36 @@ def test_a_multi_gpu_run_records_every_devices_memory_peak(tmp_path, mode):
     assert [d["index"] for d in devices] == list(range(count))
     assert all(0 < d["peak_allocated_bytes"] <= d["peak_reserved_bytes"] for d in devices)
     assert memory["gpu_peak_allocated_bytes"] == max(d["peak_allocated_bytes"] for d in devices)
+
+
+def test_a_profiled_cuda_run_ranks_by_kernel_time_and_its_trace_holds_kernels(tmp_path):
+    import gzip
+    import json
+
+    code, record, out = run_bench(tmp_path, "--device", "cuda", "--synthetic", "--limit",
+                                  "2048", "--limit-test", "256", "--epochs", "1",
+                                  "--batch-size", "256", "--pipeline", "resident",
+                                  "--profile")
+    assert code == 0, out
+    profile = record["profile"]
+    assert profile["ranked_by"] == "self_device" and profile["note"] is None
+    assert sum(o["share"] for o in profile["operators"]) == pytest.approx(1.0, abs=1e-4)
+    assert any(o["self_device_s"] > 0 for o in profile["operators"])
+    with gzip.open(str(tmp_path / profile["trace"]), "rt") as f:
+        events = json.load(f)["traceEvents"]
+    assert any(e.get("cat") == "kernel" for e in events), "no CUDA kernel in the trace"
+
+
+def test_the_probe_runs_in_bf16_on_a_gpu_that_has_it(tmp_path):
+    major, _ = torch.cuda.get_device_capability(0)
+    if major < 8:
+        pytest.skip("compute capability %d.x has no bf16 tensor cores" % major)
+    code, record, out = run_bench(tmp_path, "--device", "cuda", "--synthetic", "--limit",
+                                  "1024", "--limit-test", "256", "--epochs", "1",
+                                  "--batch-size", "256", "--pipeline", "resident",
+                                  "--amp", "bf16")
+    assert code == 0, out
+    probe = record["probe"]
+    assert probe["dtype"] == "bfloat16" and probe["note"] is None
+    # Far above any CPU's: a bf16 tensor-core matmul of n >= 1024 on an Ampere or newer GPU.
+    assert probe["flops_per_s"] > 5e12, probe

@@ -21,9 +21,12 @@ def test_the_gpu_script_runs_its_list_and_checks_what_it_wrote(tmp_path):
                           timeout=600)
     assert proc.returncode == 0, proc.stdout
     assert sorted(os.listdir(str(out / "results"))) == [
-        "resident-ddp1-nccl.json", "resident-dp.json", "resident.json"]
+        "resident-ddp1-nccl.json", "resident-dp.json", "resident.json",
+        "resident.trace.json.gz"]  # the resident row is profiled: its trace lies beside it
     rates = {}
     for name in os.listdir(str(out / "results")):
+        if not name.endswith(".json"):
+            continue
         record = json.loads((out / "results" / name).read_text())
         assert contract.problems(record) == []
         if record["status"] == "ok":
@@ -31,6 +34,7 @@ def test_the_gpu_script_runs_its_list_and_checks_what_it_wrote(tmp_path):
     table = (out / "table.md").read_text()
     assert table.startswith("GPU tests: not run on --device cpu\n")
     assert "| resident | ok |" in table and "ddp x1 gloo" in table
+    assert "of the float32 probe's" in table and "top operators: aten::" in table
     # dp is CUDA-only: on this CPU its row is the clear failure, not a crash of the script.
     assert "| resident-dp | failed |" in table and "needs --device cuda" in table
     # Which of the two CPU runs is faster is a race on a busy machine: the verdict must be

@@ -271,3 +271,16 @@ def test_ddp_trains_a_token_workload_and_its_ranks_count_sequences(tmp_path):
     assert [r["samples"] for r in epoch["ranks"]] == [12, 12] and epoch["samples"] == 24
     assert [r["steps"] for r in epoch["ranks"]] == [3, 3]
     assert record["model"]["unit"] == "tokens" and out.count("tok/s") == 1
+
+
+def test_ddp_profiles_rank_0_while_the_other_ranks_run_the_same_steps(tmp_path):
+    # Uneven shards (rank 0 has two batches, rank 1 one) and accumulation: every rank runs
+    # the window's steps alike, cycling its shard, or the all-reduces would wait for ever.
+    code, record, out = run_bench(tmp_path, *SMALL, "--limit", "300", "--epochs", "1",
+                                  "--batch-size", "100", "--parallel", "ddp", "--nproc", "2",
+                                  "--threads", "2", "--accumulate", "2", "--profile")
+    assert code == 0, out
+    assert sorted(os.listdir(str(tmp_path))) == ["result.json", "result.trace.json.gz"]
+    profile = record["profile"]
+    assert profile["steps"] % 2 == 0 and profile["operators"]
+    assert any(o["name"].startswith(("c10d::", "gloo:", "aten::")) for o in profile["operators"])

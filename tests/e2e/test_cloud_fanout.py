@@ -41,6 +41,7 @@ benchmark:
   repeats: 1
   limit: 600
   limit_test: 200
+  profile: true
 """
 
 
@@ -104,6 +105,11 @@ def test_two_vms_at_once_one_that_cannot_provision_and_one_report(
         assert record["status"] == "ok" and record["cell"]["price_per_hour"] == price
         assert record["cell"]["price_source"] == "matrix"
         assert record["env"]["torch"].startswith("1.13")
+        # The profile's trace came home too, renamed with its result (named by identity).
+        result_file = next(p for p in (reports / "results").glob("*.json")
+                           if json.loads(p.read_text())["cell"]["target"] == name)
+        trace = result_file.with_name(result_file.stem + ".trace.json.gz")
+        assert record["profile"]["trace"] == trace.name and trace.is_file(), record["profile"]
     gone = by_target["vm-gone"]
     assert gone["status"] == "failed" and gone["error"]["type"] == "ProvisionFailed"
     runs = {r["target"]: r for r in json.loads(

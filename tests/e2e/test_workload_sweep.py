@@ -1,8 +1,10 @@
 """Every kind of workload in real containers: a sweep of the built-in ones and the example
 user workload (examples/vit: a ViT needing einops, which the stack locks), on the CPU
-target, in interleaved rounds; each cell ok, each on the page in its own unit."""
+target, in interleaved rounds; each cell ok, each on the page in its own unit, each profiled:
+its operators on the page and its trace taken across from the container beside its result."""
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -33,7 +35,7 @@ def _matrix(folder: Path) -> Path:
     text = yaml.safe_load(E2E_MATRIX.read_text())
     text["environments"] = {"torch2.13-cpu": text["environments"]["torch2.13-cpu"]}
     text["benchmark"] = {"epochs": 2, "repeats": 2, "pipeline": "resident", "limit": 128,
-                         "limit_test": 64, "target_accuracy": 0.3,
+                         "limit_test": 64, "target_accuracy": 0.3, "profile": True,
                          "sweep": {"workload": SWEEP}}
     shutil.copytree(ROOT / "examples" / "vit", folder / "vit")
     path = folder / "matrix.yaml"
@@ -71,6 +73,17 @@ def test_a_sweep_of_workloads_and_a_users_own_run_and_report(e2e_env, cifar, tmp
     # resnet50 and the GPT ran on seeded data; the CIFAR workloads on the data set.
     assert by_workload["resnet50"][0]["cell"]["data"]["source"] == "synthetic"
     assert by_workload["lenet"][0]["cell"]["data"]["source"] == "cifar10"
+    # Every cell profiled and probed after its epochs; the trace came out of the container
+    # and lies beside the result, named after it.
+    for path in (reports / "results").glob("*.json"):
+        r = json.loads(path.read_text())
+        assert r["config"]["profile"] is True and r["profile"]["operators"], path.name
+        assert r["probe"]["flops_per_s"] > 0 and r["probe"]["dtype"] == "float32"
+        trace = path.with_name(path.name[:-len(".json")] + ".trace.json.gz")
+        assert r["profile"]["trace"] == trace.name
+        with gzip.open(trace, "rt") as f:
+            assert json.load(f)["traceEvents"]
+    assert not list((reports / ".cells").glob("cell-*"))  # each cell's folder is gone
 
     proc = envbench(e2e_env, "report", "--matrix", matrix, "--reports", reports)
     assert proc.returncode == 0, proc.stdout
@@ -81,4 +94,9 @@ def test_a_sweep_of_workloads_and_a_users_own_run_and_report(e2e_env, cifar, tmp
         assert table is not None and "<th>%s/s</th>" % unit in table.group(1), name
     assert "your own" in html and digest[:12] in html
     assert 'class="reference lambda"' in html  # Lambda's rows beside the resnet50 cell
+    operators = html[html.index('id="operators"'):html.index('id="environments"')]
+    assert operators.count("<details") == len(UNITS)
+    links = re.findall(r'<a href="(results/[^"]+\.trace\.json\.gz)"', operators)
+    assert len(links) == len(records) and all((reports / href).is_file() for href in links)
+    assert 'id="efficiency"' in html
     assert_drawn(screenshot(page, tmp_path, height=4000))

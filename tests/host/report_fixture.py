@@ -34,7 +34,7 @@ def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Rand
                 torch: str = "2.5.1", cuda: str | None = "12.4", factor: float = 1.0,
                 quick: bool = False, label: str | None = None,
                 device_name: str | None = None) -> dict:
-    """A schema-4 result as the host would store it, with the write-up's shape of figures."""
+    """A schema-5 result as the host would store it, with the write-up's shape of figures."""
     device, default_label, price, at256, at32 = TARGETS[target]
     base = (at256 if batch == 256 else at32) * factor
     config = {"device": device, "data": "/data", "synthetic": False, "epochs": 5,
@@ -45,7 +45,8 @@ def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Rand
               "workload": "lenet", "workload_file": None, "workload_function": None,
               "workload_sha256": None, "parallel": "none", "nproc": None, "quantize_eval": "off",
               "pin_memory": "on" if device == "cuda" else "off",
-              "non_blocking": "on" if device == "cuda" else "off"}
+              "non_blocking": "on" if device == "cuda" else "off", "profile": False,
+              "probe": "off"}
     record = result.new_record(config)
     record["status"] = "ok"
     record["model"] = dict(LENET_MODEL)

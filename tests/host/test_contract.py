@@ -45,7 +45,7 @@ def real_set() -> list[dict]:
 
 def test_the_schema_is_a_valid_json_schema_and_bench_writes_by_it():
     jsonschema.Draft202012Validator.check_schema(result.SCHEMA_DOCUMENT)
-    assert result.SCHEMA == "envbench.result/4"
+    assert result.SCHEMA == "envbench.result/5"
     assert contract.problems(real_record()) == []
     assert contract.problems(result.new_record({})) != []  # a bare start is not a result
 

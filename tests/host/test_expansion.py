@@ -89,6 +89,8 @@ benchmark:
   non_blocking: "off"
   channels_last: true
   deterministic: true
+  profile: true
+  probe: false
   nproc: 2
   repeats: 2
   sweep: {parallel: [none, ddp]}
@@ -111,16 +113,17 @@ def test_every_setting_reaches_bench_in_one_exact_command_line():
     tail = ["--quantize-eval", "dynamic", "--data", "/data", "--limit", "900", "--limit-test",
             "300", "--pin-memory", "on", "--non-blocking", "off"]
     assert none.args == common + ["--parallel", "none"] + tail + [
-        "--channels-last", "--deterministic"]
+        "--channels-last", "--deterministic", "--profile", "--probe", "off"]
     # --threads is the cell's total (bench divides it between the ranks).
     assert ddp.args == common + ["--parallel", "ddp"] + tail + [
-        "--nproc", "2", "--channels-last", "--deterministic"]
+        "--nproc", "2", "--channels-last", "--deterministic", "--profile", "--probe", "off"]
     assert none.command() == none.args + ["--out", "/results/%s.json" % none.file_stem]
     # What bench will record for them, by bench's own parser.
     assert (none.config["nproc"], ddp.config["nproc"]) == (None, 2)
     assert (ddp.config["limit"], ddp.config["limit_test"], ddp.config["channels_last"],
             ddp.config["deterministic"], ddp.config["pin_memory"]) == (900, 300, True, True,
                                                                       "on")
+    assert (ddp.config["profile"], ddp.config["probe"]) == (True, "off")
     assert none.identity.repeat == 0 and none.identity.data == data
 
 
