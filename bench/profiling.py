@@ -19,10 +19,13 @@ from time import perf_counter
 import torch
 
 # Steps before the window (caches, autotuning, a compiled graph's first calls) and in it:
-# at least WINDOW_STEPS, more where steps are short, so that the window lasts about
-# WINDOW_TARGET_S (a 5 ms LeNet step would give a 25 ms window, too short to rank well).
+# as many as last about WINDOW_TARGET_S (a 5 ms LeNet step alone would give a window too
+# short to rank well), from MIN_WINDOW_STEPS (a 2 s ResNet step on two CPU cores: three are
+# plenty for a loop that does the same work each step) to MAX_WINDOW_STEPS. Under ddp every
+# rank must run as many as rank 0 without being told: WINDOW_STEPS, fixed.
 WARMUP_STEPS = 2
 WINDOW_STEPS = 5
+MIN_WINDOW_STEPS = 3
 MAX_WINDOW_STEPS = 50
 WINDOW_TARGET_S = 0.3
 TOP = 15
@@ -128,7 +131,7 @@ def window(step, batches, device, trace_file, group=1, adapt=True):
     if adapt:
         per_step = (perf_counter() - started) / warmup
         wanted = min(MAX_WINDOW_STEPS,
-                     max(steps, int(WINDOW_TARGET_S / max(per_step, 1e-6)) + 1))
+                     max(MIN_WINDOW_STEPS, int(WINDOW_TARGET_S / max(per_step, 1e-6)) + 1))
         steps = group * -(-wanted // group)
     samples = 0
     with torch.profiler.profile(activities=activities) as prof:

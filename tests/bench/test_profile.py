@@ -40,7 +40,7 @@ def test_a_profiled_cell_has_its_top_operators_a_share_column_that_adds_up_and_a
         assert o["share"] == pytest.approx(o["self_cpu_s"] / profile["total_s"], abs=2e-4)
     assert [o["self_cpu_s"] for o in ops if o["name"] != OTHER] == sorted(
         (o["self_cpu_s"] for o in ops if o["name"] != OTHER), reverse=True)
-    assert profile["steps"] >= 5 and profile["samples"] == 64 * profile["steps"]
+    assert profile["steps"] >= 3 and profile["samples"] == 64 * profile["steps"]
     names = {o["name"] for o in ops}
     assert any("conv" in n for n in names), names  # LeNet's time is in its convolutions
     # The trace lies beside the result, named after it, and json reads it.
@@ -99,3 +99,32 @@ def test_a_window_is_whole_accumulation_groups(tmp_path):
                                   "--probe", "off")
     assert code == 0, out
     assert record["profile"]["steps"] % 3 == 0 and record["profile"]["warmup_steps"] % 3 == 0
+
+
+def test_the_window_lasts_about_its_target_from_three_steps_to_fifty(tmp_path):
+    import time
+
+    import torch
+
+    from bench import profiling
+
+    def batches():
+        while True:
+            yield torch.ones(4, 8), torch.zeros(4)
+
+    def steps_of(pause):
+        def step(images, labels, index):
+            torch.mm(images, images.t())
+            time.sleep(pause)
+        return profiling.window(step, batches(), torch.device("cpu"), None)
+
+    slow, fast = steps_of(0.2), steps_of(0.0)
+    assert slow["steps"] == profiling.MIN_WINDOW_STEPS and slow["window_s"] >= 0.6
+    assert fast["steps"] == profiling.MAX_WINDOW_STEPS  # a step of microseconds
+    assert fast["trace"] is None and fast["samples"] == 4 * fast["steps"]
+    # Whole accumulation groups of 4 micro-steps, and a fixed count where ranks must agree.
+    grouped = profiling.window(lambda *a: time.sleep(0.2), batches(), torch.device("cpu"),
+                               None, group=4)
+    assert grouped["steps"] == 4 and grouped["warmup_steps"] == 4
+    fixed = profiling.window(lambda *a: None, batches(), torch.device("cpu"), None, adapt=False)
+    assert fixed["steps"] == profiling.WINDOW_STEPS
