@@ -247,3 +247,44 @@ def from_namespace(args: argparse.Namespace) -> Options:
         if name in given:
             given[name] = tuple(given[name])
     return Options(**given)
+
+
+def _takes_value(option: Option) -> bool:
+    return option.argparse.get("action") not in ("store_true", "store_false")
+
+
+def split_foreign(command: str, argv: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` without the kit's options that ``command`` does not take, and those options.
+
+    `nox -s doctor bench-cuda report -- --quick` hands every session the same options: each
+    verb leaves out (and says so) what belongs to another, with its value. An option no verb
+    takes stays in, to be refused as ever.
+    """
+    taken = set(COMMANDS[command].options)
+    foreign = {o.flag: o for name, o in OPTIONS.items()
+               if o.flag is not None and name not in taken}
+    kept: list[str] = []
+    dropped: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        flag, has_value = token.split("=", 1)[0], "=" in token
+        option = foreign.get(flag) if token.startswith("--") else None
+        if option is None:
+            kept.append(token)
+        elif _takes_value(option) and not has_value and i + 1 < len(argv):
+            dropped.extend(argv[i:i + 2])
+            i += 1
+        else:
+            dropped.append(token)
+        i += 1
+        if token == "--":
+            kept.extend(argv[i:])
+            break
+    return kept, dropped
+
+
+def verbs_taking(flag: str) -> list[str]:
+    """The verbs that take ``flag`` (for the line that says it was left out)."""
+    names = [name for name, o in OPTIONS.items() if o.flag == flag]
+    return [verb for verb, c in COMMANDS.items() if any(n in c.options for n in names)]

@@ -14,6 +14,14 @@ from envbench.errors import MatrixError, UserError
 
 def main(argv: list[str] | None = None) -> int:
     p = options.parser(__doc__.splitlines()[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verb_name = argv[0] if argv and argv[0] in options.COMMANDS else None
+    if verb_name is not None:
+        argv, ignored = options.split_foreign(verb_name, argv)
+        for flag in [a.split("=", 1)[0] for a in ignored if a.startswith("--")]:
+            print("envbench %s: ignoring %s (an option of %s; chained sessions share their "
+                  "options)" % (verb_name, flag, ", ".join(options.verbs_taking(flag))),
+                  file=sys.stderr)
     args, unknown = p.parse_known_args(argv)
     if unknown:
         command = args.commands[args.command]

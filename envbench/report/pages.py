@@ -105,6 +105,7 @@ def build_context(records: list[Result], skipped: list[tuple[str, str]],
         # synthetic in every run and say nothing about whether CIFAR-10 was there.
         "synthetic_only": _synthetic_by_choice(records),
         "repeats": repeats, "noisy_cv": grouping.NOISY_CV,
+        "quick_run": any(g.identity.quick for g in groups), "min_repeats": grouping.MIN_REPEATS,
         "charts": {
             "epoch_times": charts.epoch_times(groups),
             "phases": charts.phase_breakdown(groups),
