@@ -171,6 +171,19 @@ def tests(session: nox.Session) -> None:
                      "python3-jsonschema")
 
 
+@nox.session(name="docs")
+def docs(session: nox.Session) -> None:
+    """Regenerate the reference pages and the example report, then build the docs (--strict)."""
+    session.install("-e", ".[docs]")
+    session.env["NO_MKDOCS_2_WARNING"] = "1"
+    # The screenshot needs Chromium, which `nox -s tests` installs (envbench/provision.py).
+    screenshot = ["--screenshot"] if shutil.which("chromium") else []
+    if not screenshot:
+        session.warn("chromium is missing: docs/assets/report.png is left as it is")
+    session.run("python", "tools/docs_gen.py", *screenshot)
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
+
+
 @nox.session(name="mutants")
 def mutants(session: nox.Session) -> None:
     """Mutation testing of the figure-making modules (slow: not in CI); the score per module.

@@ -1,6 +1,6 @@
 """envbench, the host side: matrix -> images -> cells in containers -> results -> report,
-one subpackage per stage (README, "The layout"). Never imports torch: that lives in the
-images (bench/).
+one subpackage per stage (docs/architecture.md, "The layout"). Never imports torch: that
+lives in the images (bench/).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The user's own workload: a function in a file or folder beside the matrix, mounted read-only.
 
-The contract (README, "Your own workload"): ``build(ctx)`` returns a dict with
+The contract (docs/workloads.md, "Your own workload"): ``build(ctx)`` returns a dict with
 
   model       an nn.Module (bench moves it to the device, wraps it for dp/ddp, compiles it)
   train       (inputs, targets): two tensors with one row per sample

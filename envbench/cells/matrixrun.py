@@ -16,6 +16,7 @@ from envbench.cells import (
     containerrun,
     dataset,
     decide,
+    estimate,
     gpufit,
     records,
     resources,
@@ -196,6 +197,12 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
                           cells: list[cellmod.Cell], client: docker.DockerClient) -> int:
     host = Host.of_engine(client)
     blocked = gpu_blocks(client, m, cells, out)
+    # An environment whose every cell this host cannot run is not built at all.
+    names = list(dict.fromkeys(c.environment for c in cells if not (
+        m.targets[c.target].device == "cuda" and c.environment in blocked)))
+    # Before anything is fetched (data, wheels, base image): what the run will take.
+    print(estimate.describe(m, cells, estimate.unbuilt(client, names), opts.locks_dir,
+                            opts.reports_dir), file=out, flush=True)
     data_dir = data_dir_for(opts, m, cells)
     mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir, opts.cells_dir)
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)
@@ -203,9 +210,6 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
     # Folders of a killed run's cells: no run holds them now (this one holds the lock).
     containerrun.remove_cell_folders(mounts.cells_dir)
     print_resources(m, cells, host, out)
-    # An environment whose every cell this host cannot run is not built at all.
-    names = list(dict.fromkeys(c.environment for c in cells if not (
-        m.targets[c.target].device == "cuda" and c.environment in blocked)))
     built, build_failures = build_images(client, m, names, opts, out)
     session = _Session(client, m, opts, mounts, dataset.identity_of(data_dir), host, built,
                        build_failures, blocked)

@@ -18,23 +18,20 @@ from typing import Any, TextIO
 
 import yaml
 
-from envbench import stats, users
+from envbench import users
 from envbench.cells import dataset, expansion
+from envbench.cells.estimate import BUILD_S, CELL_OVERHEAD_S, earlier_epochs
 from envbench.cloud import sky as skyapi
 from envbench.cloud import tasks
 from envbench.errors import UserError
 from envbench.matrix import models
 from envbench.matrix.models import Matrix
 from envbench.options import Options
-from envbench.results import store
 
 # VM start, SkyPilot's set-up and ./noxw: typically 5-10 minutes.
 PROVISION_S = 8 * 60
-# First-time image builds on a fresh VM, per stack: a CUDA pip stack fetches about 3 GB of
-# wheels and builds (248 s cold here, with a fast index; a VM's downloads vary), a CPU stack
-# a tenth of that.
-BUILD_S = {"cuda": 6 * 60, "cpu": 2 * 60}
-CELL_OVERHEAD_S = 5.0  # container start and stop, result handling (measured ~1 s here)
+# First-time image builds (BUILD_S per stack) and the cells' time (earlier runs' epochs plus
+# CELL_OVERHEAD_S each) are the local run's estimate too: envbench/cells/estimate.py.
 
 
 @dataclass
@@ -60,21 +57,6 @@ class TargetPlan:
     @property
     def cost(self) -> float | None:
         return None if self.price is None else self.price * self.total_s / 3600
-
-
-def earlier_epochs(reports: Path) -> dict[tuple[str, str, str], tuple[float, float]]:
-    """(environment, target, workload) -> (median first epoch, median steady epoch) of
-    earlier runs: a ResNet-50 epoch says nothing about a LeNet one."""
-    seen: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
-    folder = reports / "results"
-    records, _ = store.load_all([folder]) if folder.is_dir() else ([], [])
-    for r in records:
-        first, steady = r.summary.first_epoch_s, r.summary.epoch_s_median
-        if r.status == "ok" and first and steady and r.cell.environment and r.cell.target:
-            seen.setdefault((r.cell.environment, r.cell.target, r.workload),
-                            []).append((first, steady))
-    return {key: (stats.median([v[0] for v in values]), stats.median([v[1] for v in values]))
-            for key, values in seen.items()}
 
 
 def plan(matrix: Matrix, opts: Options, workdir: Path,

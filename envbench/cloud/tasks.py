@@ -1,9 +1,10 @@
 """The SkyPilot task of one cloud target, as task-YAML: what SkyPilot syncs, sets up and runs.
 
 The VM receives the repository as its workdir (matrix and locks included) and the data set as
-a file mount, and runs the same kit there: ``nox -s bench -- --target T``. Its results come
-back over the cluster's ssh alias; as a fallback the run script also prints each result file
-base64-encoded after a marker, so the job's log alone can restore them.
+a file mount, and runs the same kit there: ``./noxw -s bench -- --matrix M --target T
+--reports reports``. Its results (and profile traces) come back over the cluster's ssh alias;
+as a fallback the run script also prints each result file base64-encoded after a marker, so
+the job's log alone can restore them.
 """
 from __future__ import annotations
 

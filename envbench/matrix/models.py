@@ -1,7 +1,7 @@
 """matrix.yaml: environments (one image each), targets (where cells run) and the benchmark.
 
 Validated with pydantic before anything runs; every problem is reported as
-``key.path: reason``. See README.md ("The matrix") for the format.
+``key.path: reason``. See docs/matrix.md and docs/reference/matrix.md for the format.
 """
 from __future__ import annotations
 

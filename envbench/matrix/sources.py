@@ -21,7 +21,7 @@ def expand(value: str, where: str) -> str:
             return os.environ[name].rstrip("/")
         if default is not None:
             return default.rstrip("/")
-        raise UserError("%s: ${%s} is not set (see README, 'Offline and custom indexes')"
+        raise UserError("%s: ${%s} is not set (see docs/stacks.md, 'Offline and custom indexes')"
                         % (where, name))
     return grammars.VARIABLE.sub(sub, value)
 

@@ -1,5 +1,5 @@
 """A Vision Transformer on CIFAR-10: a user's own workload, the worked example of the contract
-in README.md ("Your own workload").
+in docs/workloads.md ("Your own workload").
 
 envbench mounts this folder read-only into each cell and calls ``build(ctx)`` there; the host
 never imports it. It needs einops, which the matrix declares on the environment

@@ -1,0 +1,85 @@
+"""What a run will take, said before anything is fetched: time and disk.
+
+Builds: each stack not yet in the engine (a CUDA pip stack fetches about 3 GB of wheels and
+builds: 248 s cold here with a fast index; a CPU stack a tenth of that). Disk: what those
+images need in the engine and the wheel cache (envbench.images.footprint, from their locks
+where they exist). Cells: each cell's epochs at the speed earlier runs of the same
+environment, target and workload measured in REPORTS/results; a cell with no earlier run is
+counted apart, and the progress line gives its time once the first round has run.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envbench import stats
+from envbench.cells.expansion import Cell
+from envbench.images import footprint
+from envbench.matrix.models import Matrix
+from envbench.results import store
+
+BUILD_S = {"cuda": 6 * 60, "cpu": 2 * 60}
+CELL_OVERHEAD_S = 5.0  # container start and stop, result handling (measured ~1 s here)
+
+
+def earlier_epochs(reports: Path) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(environment, target, workload) -> (median first epoch, median steady epoch) of
+    earlier runs: a ResNet-50 epoch says nothing about a LeNet one."""
+    seen: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    folder = reports / "results"
+    records, _ = store.load_all([folder]) if folder.is_dir() else ([], [])
+    for r in records:
+        first, steady = r.summary.first_epoch_s, r.summary.epoch_s_median
+        if r.status == "ok" and first and steady and r.cell.environment and r.cell.target:
+            seen.setdefault((r.cell.environment, r.cell.target, r.workload),
+                            []).append((first, steady))
+    return {key: (stats.median([v[0] for v in values]), stats.median([v[1] for v in values]))
+            for key, values in seen.items()}
+
+
+def cells_s(cells: Sequence[Cell], earlier: dict[tuple[str, str, str], tuple[float, float]]
+            ) -> tuple[float, int]:
+    """Seconds for the cells an earlier run measured, and how many it did not."""
+    seconds, unknown = 0.0, 0
+    for cell in cells:
+        known = earlier.get((cell.environment, cell.target, cell.workload.name))
+        if known is None:
+            unknown += 1
+            continue
+        first, steady = known
+        seconds += first + steady * (cell.settings["epochs"] - 1) + CELL_OVERHEAD_S
+    return seconds, unknown
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return "%d h %02d min" % divmod(minutes, 60) if minutes >= 60 else "%d min" % max(minutes, 1)
+
+
+def describe(m: Matrix, cells: Sequence[Cell], to_build: Sequence[str], locks_dir: Path,
+             reports: Path) -> str:
+    """The run's estimate in one paragraph (``to_build``: stacks not in the engine yet)."""
+    needs = [footprint.of(name, m.environments[name], locks_dir) for name in to_build]
+    build_s = sum(BUILD_S[m.environments[name].kind] for name in to_build)
+    run_s, unknown = cells_s(cells, earlier_epochs(reports))
+    parts = ["estimate: %d cell(s)" % len(cells)]
+    if to_build:
+        parts.append("%d image(s) to build, about %s and %s" % (
+            len(to_build), _duration(build_s), footprint.describe(needs)))
+    else:
+        parts.append("every image is built")
+    if len(cells) > unknown:
+        parts.append("%s for the %d cell(s) earlier runs measured" % (
+            _duration(run_s), len(cells) - unknown))
+    if unknown:
+        parts.append("%d cell(s) never measured here: their time shows after the first "
+                     "round" % unknown)
+    return "; ".join(parts)
+
+
+def unbuilt(client: Any, names: Sequence[str]) -> list[str]:
+    """The environments no image in the engine was built for (by the kit's label)."""
+    built = {img.labels.get("envbench.environment") for img in
+             client.images.list(filters={"label": "envbench.environment"})}
+    return [name for name in names if name not in built]
