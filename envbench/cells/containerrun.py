@@ -84,6 +84,11 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
     options.update(container_limits(resources))
     if resources.device == "cuda":
         options["device_requests"] = gpu.device_requests(gpu.requested_count(resources.gpus))
+    else:
+        # A CUDA image carries NVIDIA_VISIBLE_DEVICES=all (its base's); on a host whose
+        # default runtime is nvidia that alone would hand a "CPU" cell every GPU. "void"
+        # makes the runtime treat the container as one without GPUs.
+        options["environment"] = dict(options["environment"], NVIDIA_VISIBLE_DEVICES="void")
     return options
 
 

@@ -66,8 +66,8 @@ def plan(target: Target, host: Host | int, threads: int | None = None,
     ``threads`` is the matrix's explicit setting (None: derive it). A quota above what the
     host has is capped to the host (the engine refuses more), and the cpuset then names the
     first cores, so that quota and cores agree. A cell that trains on one device
-    (``parallel: none``) gets one GPU of a target with ``gpus: all``: it trains on cuda:0
-    alone, and its row must not read "8 × H200".
+    (``parallel: none``) gets one GPU of a target with ``gpus: all`` or ``gpus: 2``: it
+    trains on cuda:0 alone, and its row must not read "8 × H200".
     """
     if not isinstance(host, Host):
         host = Host(host)
@@ -96,8 +96,8 @@ def plan(target: Target, host: Host | int, threads: int | None = None,
 def _gpus(target: Target, parallel: str) -> str | int | None:
     if target.device != "cuda":
         return None
-    if parallel == "none" and target.gpus in (None, "all"):
-        return 1
+    if parallel == "none":
+        return 1  # one device trains: `gpus: 2` would attach a GPU that sits idle
     return target.gpus
 
 

@@ -9,6 +9,7 @@ side), which is listed as such.
 """
 from __future__ import annotations
 
+import math
 import sys
 from typing import TextIO
 
@@ -21,6 +22,13 @@ from envbench.results import store
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:
     assert opts.old is not None and opts.new is not None and opts.out is not None
+    # Both inputs before either is walked: a wrong OLD is said at once, not after NEW.
+    for what, path in (("OLD", opts.old), ("NEW", opts.new)):
+        if not path.exists():
+            raise UserError("%s (%s) does not exist" % (what, path))
+    if not (math.isfinite(opts.threshold) and 0 <= opts.threshold < 1):
+        raise UserError("--threshold %s: expected a fraction from 0 to below 1 (0.05 is 5%%)"
+                        % opts.threshold)
     old, skipped_old = store.load_all([opts.old])
     new, skipped_new = store.load_all([opts.new])
     for what, path, loaded, skipped in (("OLD", opts.old, old, skipped_old),

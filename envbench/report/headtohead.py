@@ -158,7 +158,11 @@ def _count(value: float) -> str:
 
 def _where(g: Group) -> str:
     variant = variant_text(g.variant)
-    return "%s · %s%s" % (g.environment, g.title, "" if variant == "—" else " · " + variant)
+    # A figure that stands on contended repeats (every repeat shared its cores, or
+    # --keep-contended took them in) says so wherever a card quotes it.
+    contended = bool(g.contended) and (not g.clean or g.keep_contended)
+    return "%s · %s%s%s" % (g.environment, g.title, "" if variant == "—" else " · " + variant,
+                            " · ⚠ from contended repeats" if contended else "")
 
 
 def ladder(groups: list[Group]) -> list[dict[str, Any]]:

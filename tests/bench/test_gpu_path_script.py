@@ -42,3 +42,18 @@ def test_the_gpu_script_runs_its_list_and_checks_what_it_wrote(tmp_path):
     assert set(rates) == {"resident", "resident-ddp1-nccl"}
     best = max(rates, key=rates.__getitem__)
     assert "Fastest: %s, %.0f training images/s" % (best, rates[best]) in table, table
+
+
+def test_bench_gpu_tests_collect_with_nothing_but_bench_s_dependencies():
+    """A GPU box used for a quick native check has torch and pytest, not the host's packages:
+    the GPU tests must collect (and run) there, checking results by bench's own keys."""
+    hide = ("jsonschema", "pydantic", "yaml", "jinja2", "docker", "matplotlib", "rich")
+    code = ("import sys\n"
+            "for name in %r: sys.modules[name] = None\n"
+            "import pytest\n"
+            "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider',\n"
+            "                      'tests/bench/test_gpu.py']))" % (hide,))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout
+    assert "test_gpu.py::" in proc.stdout and "error" not in proc.stdout.lower()

@@ -67,4 +67,6 @@ def test_a_one_device_cell_asks_for_one_gpu_of_a_gpus_all_target():
     target = Target(device="cuda", gpus="all")
     assert resources.plan(target, 8).gpus == 1
     assert resources.plan(target, 8, parallel="ddp").gpus == "all"
-    assert resources.plan(Target(device="cuda", gpus=2), 8).gpus == 2
+    # gpus: 2 without dp/ddp: one GPU trains, so one is attached (not two, one idle).
+    assert resources.plan(Target(device="cuda", gpus=2), 8).gpus == 1
+    assert resources.plan(Target(device="cuda", gpus=2), 8, parallel="ddp").gpus == 2

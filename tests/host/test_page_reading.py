@@ -63,3 +63,19 @@ def test_a_quick_page_says_why_it_has_no_verdict(tmp_path):
     full, _ = _render([make_record("env", "cpu", 256, r, rng) for r in range(3)],
                       tmp_path / "full")
     assert "--quick</code> run" not in full
+
+
+def test_a_card_quoting_contended_repeats_says_so(tmp_path):
+    """Every repeat of the fastest cell shared its cores: its figure stands on contended
+    repeats only, and the card that quotes it marks it."""
+    rng = random.Random(6)
+    records = [make_record("env", "gpu", 256, r, rng) for r in range(3)]
+    for r in records:
+        r["noise"] = {"host": None, "gpu": None, "unavailable": None, "contended": True,
+                      "reasons": ["another process took 40% of the cell's cores"]}
+    html, md = _render(records, tmp_path)
+    cards = html[html.index('<div class="cards">'):html.index("<nav>")]
+    assert "Fastest configuration" in cards and "⚠ from contended repeats" in cards
+    clean, _ = _render([make_record("env", "gpu", 256, r, rng) for r in range(3)],
+                       tmp_path / "clean")
+    assert "from contended repeats" not in clean

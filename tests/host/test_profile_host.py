@@ -148,3 +148,21 @@ def test_a_gpu_cell_is_set_against_its_probe_and_its_datasheet_peak(tmp_path):
     assert "%.1f%%" % (100 * achieved / 989.4e12) in section
     assert "H200 SXM" in section and "bf16, n=8192" in section
     assert "Datasheet sources: H200 SXM: NVIDIA H100/H200" in section
+
+
+def test_a_cpu_cell_of_a_cuda_image_is_given_no_gpu_by_an_nvidia_default_runtime(tmp_path):
+    from types import SimpleNamespace
+
+    from envbench.cells import containerrun, resources
+    from envbench.matrix.models import Target
+
+    image = SimpleNamespace(id="sha256:" + "a" * 64, tags=["envbench/x:1"])
+    mounts = containerrun.Mounts(tmp_path, tmp_path, None, tmp_path)
+    cpu = containerrun.container_options(["--device", "cpu"], resources.plan(
+        Target(device="cpu"), 4), image, mounts, "c", tmp_path)
+    assert cpu["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert "device_requests" not in cpu
+    gpu = containerrun.container_options(["--device", "cuda"], resources.plan(
+        Target(device="cuda", gpus=2), 4), image, mounts, "c", tmp_path)
+    assert "NVIDIA_VISIBLE_DEVICES" not in gpu["environment"]
+    assert [r.count for r in gpu["device_requests"]] == [1]  # gpus: 2, one device trains

@@ -1,0 +1,32 @@
+"""compare checks what it is given before it reads anything."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compare(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "envbench", "compare", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_missing_old_run_is_said_before_new_is_walked():
+    started = time.monotonic()
+    proc = _compare("/nonexistent-envbench-run", "/")  # NEW is the whole file system
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "error: OLD (/nonexistent-envbench-run) does not exist"
+
+
+@pytest.mark.parametrize("threshold", ["-0.5", "nan", "inf", "1", "1.5"])
+def test_a_threshold_outside_0_to_1_is_refused(tmp_path, threshold):
+    proc = _compare("--threshold", threshold, str(tmp_path), str(tmp_path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "--threshold %s: expected a fraction from 0 to below 1" % float(threshold) \
+        in proc.stderr
