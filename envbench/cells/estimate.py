@@ -15,6 +15,7 @@ from typing import Any
 
 from envbench import stats
 from envbench.cells.expansion import Cell
+from envbench.engine import connection
 from envbench.images import footprint
 from envbench.matrix.models import Matrix
 from envbench.results import store
@@ -76,6 +77,19 @@ def describe(m: Matrix, cells: Sequence[Cell], to_build: Sequence[str], locks_di
         parts.append("%d cell(s) never measured here: their time shows after the first "
                      "round" % unknown)
     return "; ".join(parts)
+
+
+def disk_refusal(client: Any, m: Matrix, to_build: Sequence[str], locks_dir: Path,
+                 cache_dir: Path) -> str | None:
+    """Why the builds cannot fit on the engine's disk and the cache's, or None (also when the
+    engine's data is not on this machine: a remote engine's disk is not readable here)."""
+    try:
+        root = Path(client.info().get("DockerRootDir") or "/var/lib/docker")
+        root.stat()
+    except (OSError, *connection.ENGINE_ERRORS):
+        return None
+    needs = [footprint.of(name, m.environments[name], locks_dir) for name in to_build]
+    return footprint.refusal(root, cache_dir, needs)
 
 
 def unbuilt(client: Any, names: Sequence[str]) -> list[str]:

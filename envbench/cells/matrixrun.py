@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench import stats, users
+from envbench import cache, stats, users
 from envbench.cells import (
     containerrun,
     dataset,
@@ -201,8 +201,12 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
     names = list(dict.fromkeys(c.environment for c in cells if not (
         m.targets[c.target].device == "cuda" and c.environment in blocked)))
     # Before anything is fetched (data, wheels, base image): what the run will take.
-    print(estimate.describe(m, cells, estimate.unbuilt(client, names), opts.locks_dir,
-                            opts.reports_dir), file=out, flush=True)
+    to_build = estimate.unbuilt(client, names)
+    print(estimate.describe(m, cells, to_build, opts.locks_dir, opts.reports_dir), file=out,
+          flush=True)
+    refused = estimate.disk_refusal(client, m, to_build, opts.locks_dir, cache.root())
+    if refused:
+        raise UserError(refused)
     data_dir = data_dir_for(opts, m, cells)
     mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir, opts.cells_dir)
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)

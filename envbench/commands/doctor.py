@@ -161,7 +161,7 @@ def _disk(client: Any, m: Matrix, locks_dir: Path) -> Check:
     the images still to build need (sized from their locks: see envbench.images.footprint)."""
     try:
         root = Path(client.info().get("DockerRootDir") or "/var/lib/docker")
-        engine_free = shutil.disk_usage(root)
+        shutil.disk_usage(root)
     except (OSError, *connection.ENGINE_ERRORS):
         return Check(False, "free disk for images: unknown (the engine's data is not on this "
                      "machine)", "check `docker system df` on the engine's host")
@@ -169,23 +169,9 @@ def _disk(client: Any, m: Matrix, locks_dir: Path) -> Check:
              client.images.list(filters={"label": "envbench.environment"})}
     needs = [footprint.of(name, env, locks_dir) for name, env in m.environments.items()
              if name not in built]
-    engine_need = footprint.engine_bytes(needs)
-    cache_need = sum(n.cache_bytes for n in needs)
-    cache_dir = cache.root()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    same_disk = cache_dir.stat().st_dev == root.stat().st_dev
-    cache_free = engine_free.free if same_disk else shutil.disk_usage(cache_dir).free
-    if same_disk:
-        ok = engine_free.free > engine_need + cache_need
-        where = "%.1f GB free" % (engine_free.free / 1e9)
-    else:
-        ok = engine_free.free > engine_need and cache_free > cache_need
-        where = "%.1f GB free for the engine, %.1f GB for the cache (%s)" % (
-            engine_free.free / 1e9, cache_free / 1e9, cache_dir)
-    return Check(ok, "free disk for %d image(s) to build: %s; they need %s" % (
-        len(needs), where, footprint.describe(needs)),
-        "free space (`docker system prune`), move the engine's data-root, or set "
-        "ENVBENCH_CACHE to a larger disk")
+    found = footprint.room(root, cache.root(), needs)
+    return Check(found.ok, "free disk for %d image(s) to build: %s; they need %s" % (
+        len(needs), found.free, footprint.describe(needs)), footprint.FREE_SPACE)
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:

@@ -11,6 +11,7 @@ says so.
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,3 +64,40 @@ def describe(needs: list[Need]) -> str:
             "the rest as a typical stack" % (
                 engine_bytes(needs) / 1e9, IMAGE_FACTOR, BUILD_FACTOR,
                 sum(n.cache_bytes for n in needs) / 1e9, locked, len(needs)))
+
+
+@dataclass(frozen=True)
+class Room:
+    ok: bool
+    free: str      # the free space, in words: one disk, or the engine's and the cache's
+
+
+def room(engine_root: Path, cache_dir: Path, needs: list[Need]) -> Room:
+    """Whether the engine's data-root and the wheel cache have the room ``needs`` take."""
+    engine_free = shutil.disk_usage(engine_root).free
+    engine_need = engine_bytes(needs)
+    cache_need = sum(n.cache_bytes for n in needs)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    if cache_dir.stat().st_dev == engine_root.stat().st_dev:
+        return Room(engine_free > engine_need + cache_need, "%.1f GB free" % (engine_free / 1e9))
+    cache_free = shutil.disk_usage(cache_dir).free
+    return Room(engine_free > engine_need and cache_free > cache_need,
+                "%.1f GB free for the engine, %.1f GB for the cache (%s)"
+                % (engine_free / 1e9, cache_free / 1e9, cache_dir))
+
+
+FREE_SPACE = ("free space (`docker system prune`), move the engine's data-root, or set "
+              "ENVBENCH_CACHE to a larger disk")
+
+
+def refusal(engine_root: Path, cache_dir: Path, needs: list[Need]) -> str | None:
+    """The sentence that stops a run before its builds when the disk cannot hold them."""
+    if not needs:
+        return None
+    found = room(engine_root, cache_dir, needs)
+    if found.ok:
+        return None
+    return ("not enough disk to build %d image(s): %s, and they need %s. Nothing was fetched "
+            "or built. Free space (`docker system prune`), move the engine's data-root, set "
+            "ENVBENCH_CACHE to a larger disk, or build fewer stacks (--env)"
+            % (len(needs), found.free, describe(needs)))

@@ -40,3 +40,18 @@ def test_the_estimate_counts_builds_disk_and_the_cells_earlier_runs_measured(tmp
     assert "of 1 stack(s) sized from their lock" in line
     nothing = estimate.describe(m, cells, [], tmp_path / "locks", tmp_path / "none")
     assert "every image is built" in nothing and "4 cell(s) never measured here" in nothing
+
+
+def test_builds_that_cannot_fit_are_refused_with_the_figures_before_anything_is_fetched(tmp_path):
+    from envbench.images import footprint
+
+    huge = footprint.Need("torch2.14-cu130", 3 * 10**15, 6 * 10**15, 9 * 10**15, "lock")
+    sentence = footprint.refusal(tmp_path, tmp_path / "cache", [huge])
+    assert sentence is not None
+    assert sentence.startswith("not enough disk to build 1 image(s): ")
+    assert "GB free, and they need 15000000.0 GB in the engine" in sentence
+    assert "3000000.0 GB of wheels for the cache" in sentence
+    assert "Nothing was fetched or built" in sentence and "--env" in sentence
+    small = footprint.Need("cpu", 1000, 2000, 3000, "lock")
+    assert footprint.refusal(tmp_path, tmp_path / "cache", [small]) is None
+    assert footprint.refusal(tmp_path, tmp_path / "cache", []) is None
