@@ -161,7 +161,9 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
         return _with_tail(store.host_failure(config, "ContainerError", message), lines)
     follower = None
     finished = False
-    sensed = Sensors(resources.cpuset, gpus)
+    count = gpu.requested_count(resources.gpus)
+    # Docker's device request of N GPUs takes the first N: those are the cell's to sense.
+    sensed = Sensors(resources.cpuset, gpus, list(range(count)) if gpus and count > 0 else None)
     try:
         container.start()
         sensed.start(_pid(container))

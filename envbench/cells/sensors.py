@@ -12,6 +12,7 @@ socket) nothing can be read, and the record says why rather than guessing.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import subprocess
 import threading
@@ -33,8 +34,11 @@ SLOWING = {"0x0000000000000004": "SW power cap", "0x0000000000000008": "HW slowd
            "0x0000000000000020": "SW thermal slowdown",
            "0x0000000000000040": "HW thermal slowdown",
            "0x0000000000000080": "HW power brake slowdown"}
-GPU_QUERY = "clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit," \
-            "clocks_throttle_reasons.active"
+GPU_QUERY = "index,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit," \
+            "utilization.gpu,clocks_throttle_reasons.active"
+# nvidia-smi's first line: a driver that hangs (a GPU fallen off the bus) must not hold the
+# cell, which then runs unsensed and says so.
+FIRST_LINE_S = 5.0
 
 
 def cpu_list(cpuset: str | None) -> list[int]:
@@ -126,12 +130,14 @@ class _GpuSamples:
 
     def add(self, line: str) -> None:
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 6:
+        if len(parts) != 8:
             return
-        sm, sm_max, temp, power, limit, reasons = parts
+        _, sm, sm_max, temp, power, limit, busy, reasons = parts
         self.count += 1
         sm_v, sm_max_v, power_v, limit_v = map(_float, (sm, sm_max, power, limit))
-        if sm_v is not None and sm_max_v:
+        # The SM clock of an idle GPU (before CUDA is up, between phases) is low by design:
+        # only a busy GPU's clock says whether it ran slow.
+        if sm_v is not None and sm_max_v and (_float(busy) or 0) > 0:
             self.sm_ratio.append(sm_v / sm_max_v)
         temp_v = _float(temp)
         if temp_v is not None:
@@ -157,9 +163,14 @@ class _GpuSamples:
 class Sensors:
     """Sample the host (and the GPUs) while one cell's container runs: start(pid), stop()."""
 
-    def __init__(self, cpuset: str | None, gpus: bool) -> None:
+    def __init__(self, cpuset: str | None, gpus: bool,
+                 gpu_indices: list[int] | None = None) -> None:
         self.cores = cpu_list(cpuset)
         self.gpus = gpus
+        # The cell's own GPUs (None: every GPU): a neighbour's job on another GPU, capped or
+        # hot, says nothing about this cell.
+        self.gpu_indices = gpu_indices
+        self.gpu_unavailable: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._gpu_proc: subprocess.Popen[str] | None = None
@@ -221,14 +232,23 @@ class Sensors:
     def _start_gpu(self) -> None:
         for field_name in ("clocks_throttle_reasons.active", "clocks_event_reasons.active"):
             query = GPU_QUERY.replace("clocks_throttle_reasons.active", field_name)
+            only = ["-i", ",".join(map(str, self.gpu_indices))] if self.gpu_indices else []
             try:
                 self._gpu_proc = subprocess.Popen(
-                    ["nvidia-smi", "--query-gpu=%s" % query, "--format=csv,noheader,nounits",
-                     "-lms", str(int(INTERVAL_S * 1000))], stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+                    ["nvidia-smi", *only, "--query-gpu=%s" % query,
+                     "--format=csv,noheader,nounits", "-lms", str(int(INTERVAL_S * 1000))],
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                    start_new_session=True)
             except OSError:
                 return
-            first = self._gpu_proc.stdout.readline() if self._gpu_proc.stdout else ""
+            first = _line_within(self._gpu_proc, FIRST_LINE_S)
+            if first is None:
+                self._gpu_proc.kill()
+                self._gpu_proc.wait()
+                self._gpu_proc = None
+                self.gpu_unavailable = ("nvidia-smi printed nothing in %.0f s: the GPU was "
+                                        "not sensed" % FIRST_LINE_S)
+                return
             if first and "," in first:
                 self._gpu.add(first)
                 break
@@ -272,8 +292,18 @@ class Sensors:
             }
         gpu = self._gpu.record() if self._gpu.count else None
         reasons = contention(host, gpu)
-        return {"host": host, "gpu": gpu, "unavailable": self.unavailable,
+        unavailable = "; ".join(u for u in (self.unavailable, self.gpu_unavailable) if u) or None
+        return {"host": host, "gpu": gpu, "unavailable": unavailable,
                 "contended": bool(reasons), "reasons": reasons}
+
+
+def _line_within(proc: subprocess.Popen[str], seconds: float) -> str | None:
+    """The process's first line, or None if it prints none within ``seconds``."""
+    stream = proc.stdout
+    if stream is None:
+        return None
+    ready, _, _ = select.select([stream], [], [], seconds)
+    return stream.readline() if ready else None
 
 
 def contention(host: dict[str, Any] | None, gpu: dict[str, Any] | None) -> list[str]:
