@@ -66,6 +66,20 @@ DRIVER_ERRORS = (
     ("driver not loaded", "the NVIDIA kernel driver is not loaded: install the driver, or "
      "load it (`sudo modprobe nvidia`; `nvidia-smi` says why)"),
     ("no cuda-capable device", "the NVIDIA runtime found no GPU on this host"),
+    # The toolkit in CDI or jit-cdi mode (nvidia-container-runtime's mode = "cdi"): its hook
+    # refuses Docker's --gpus, which goes through the legacy hook.
+    ("invoking the nvidia container runtime hook directly",
+     "NVIDIA's container toolkit is in CDI mode, whose hook refuses Docker's --gpus: set "
+     "mode = \"legacy\" (or \"auto\") under [nvidia-container-runtime] in "
+     "/etc/nvidia-container-runtime/config.toml and restart dockerd, or generate the CDI spec "
+     "(`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`) and give Docker CDI "
+     "devices"),
+    # --gpus needs nvidia-container-runtime-hook on dockerd's PATH (a toolkit installed
+    # without it, or a dockerd started with a PATH that lacks /usr/bin).
+    ('"nvidia-container-runtime-hook": executable file not found',
+     "dockerd cannot find nvidia-container-runtime-hook on its PATH: install "
+     "nvidia-container-toolkit (it provides the hook) and restart dockerd with /usr/bin on "
+     "its PATH"),
 )
 
 
@@ -179,10 +193,13 @@ def proc_driver() -> str | None:
 
 
 def probe_image(client: docker.DockerClient) -> Any | None:
-    """An image to probe GPUs with: one of the kit's, else any the engine has."""
-    for filters in ({"label": "envbench.environment"}, {"reference": "envbench/*"}, None):
+    """An image to probe GPUs with: one the kit built, which has `true` and runs on this
+    machine. Never another image: `hello-world`, a distroless image or one of another
+    architecture cannot start the probe, and the engine would read as refusing GPUs. None
+    until the kit has built one (the first cell then probes with its own image)."""
+    for filters in ({"label": "envbench.environment"}, {"reference": "envbench/*"}):
         try:
-            found = client.images.list(filters=filters) if filters else client.images.list()
+            found = client.images.list(filters=filters)
         except ENGINE_ERRORS:
             return None
         if found:

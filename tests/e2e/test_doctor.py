@@ -137,3 +137,26 @@ def test_bench_records_a_stack_that_cannot_run_on_this_gpu_without_building_it(
     # The other stacks fit this GPU; this engine has no NVIDIA runtime, which they say.
     others = [r for r in records if r not in seed]
     assert others and all(r["error"]["type"] == "GpuUnavailable" for r in others)
+
+
+def test_the_gpu_probe_never_starts_an_image_the_kit_did_not_build(client, tmp_path):
+    """An engine whose newest image is foreign (here an empty one, like hello-world or a
+    distroless image: no `true` to run) must not be probed with it: the engine would read as
+    refusing GPUs and every CUDA stack would be blocked."""
+    import io as _io
+    import tarfile
+
+    buffer = _io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w"):
+        pass  # an empty root file system
+    foreign = client.api.import_image_from_data(buffer.getvalue(),
+                                                repository="envbench-test-foreign", tag="probe")
+    try:
+        chosen = gpu.probe_image(client)
+        if chosen is not None:
+            assert chosen.labels.get("envbench.environment") or any(
+                t.startswith("envbench/") for t in chosen.tags), chosen.tags
+            assert "envbench-test-foreign:probe" not in chosen.tags
+    finally:
+        client.images.remove("envbench-test-foreign:probe", force=True)
+    assert foreign is not None

@@ -70,3 +70,23 @@ def test_a_one_device_cell_asks_for_one_gpu_of_a_gpus_all_target():
     # gpus: 2 without dp/ddp: one GPU trains, so one is attached (not two, one idle).
     assert resources.plan(Target(device="cuda", gpus=2), 8).gpus == 1
     assert resources.plan(Target(device="cuda", gpus=2), 8, parallel="ddp").gpus == 2
+
+
+def test_a_toolkit_in_cdi_mode_and_a_hook_off_dockerds_path_are_named_with_their_fix():
+    # The messages as the engine relays them (nvidia-container-toolkit's hook, runc's exec).
+    cdi = RuntimeError(
+        "500 Server Error: Internal Server Error (\"failed to create task for container: "
+        "failed to create shim task: OCI runtime create failed: runc create failed: unable to "
+        "start container process: error during container init: error running prestart hook "
+        "#0: exit status 1, stdout: , stderr: invoking the NVIDIA Container Runtime Hook "
+        "directly (e.g. specifying the docker --gpus flag) is not supported. Please use the "
+        "NVIDIA Container Runtime (e.g. specify the --runtime=nvidia flag) instead.: unknown\")")
+    said = gpu.explain(cdi)
+    assert said.startswith("NVIDIA's container toolkit is in CDI mode")
+    assert 'mode = "legacy"' in said and "nvidia-ctk cdi generate" in said
+    no_hook = RuntimeError(
+        "OCI runtime create failed: runc create failed: unable to start container process: "
+        "error during container init: error running hook #0: error running hook: exec: "
+        '"nvidia-container-runtime-hook": executable file not found in $PATH: unknown')
+    assert gpu.explain(no_hook).startswith(
+        "dockerd cannot find nvidia-container-runtime-hook on its PATH")
