@@ -43,6 +43,12 @@ def block(name: str, env: Environment, found: GpuState, compiled: Archs | None
           ) -> GpuBlock | None:
     """The first reason the stack's GPU cells cannot run here, or None."""
     first = found.gpus[0] if found.gpus else None
+    if first is not None and first.mig:
+        # A MIG instance is a slice of the GPU, with its own SMs and memory: figures from it
+        # are not the GPU's, and --gpus hands a container whole GPUs, not instances.
+        return GpuBlock("GpuUnavailable", "GPU 0 (%s) is in MIG mode: the kit measures whole "
+                        "GPUs; disable MIG (`sudo nvidia-smi -i 0 -mig 0`, then reset the GPU "
+                        "or reboot) or run on a GPU without it" % first.name)
     if first is not None and first.capability is not None and compiled is not None:
         problem = archs.misfit(name, env.torch, env.cuda, compiled, first.name, first.capability)
         if problem:

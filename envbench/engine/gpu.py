@@ -32,6 +32,7 @@ class GpuInfo:
     driver: str
     memory: str
     capability: tuple[int, int] | None = None  # compute capability (9, 0) for an H100/H200
+    mig: bool | None = None  # MIG mode enabled (None: not read, or a GPU without MIG)
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,11 @@ def query(client: docker.DockerClient, image: Any,
     return gpus, (None if gpus else "nvidia-smi printed no GPU: %s" % text.strip()[:200])
 
 
-HOST_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap",
-              "--format=csv,noheader"]
+HOST_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap,"
+              "mig.mode.current", "--format=csv,noheader"]
+# A driver too old to know MIG refuses the field: then the GPUs without it.
+HOST_QUERY_NO_MIG = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap",
+                     "--format=csv,noheader"]
 
 
 def _capability(text: str) -> tuple[int, int] | None:
@@ -166,17 +170,22 @@ def host_gpus() -> list[GpuInfo] | None:
     None where there is no nvidia-smi here or it cannot answer."""
     if shutil.which("nvidia-smi") is None:
         return None
-    try:
-        proc = subprocess.run(HOST_QUERY, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
+    for command in (HOST_QUERY, HOST_QUERY_NO_MIG):
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if proc.returncode == 0:
+            break
+    else:
         return None
     gpus = []
     for line in proc.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 4 and parts[1][:1].isdigit():
-            gpus.append(GpuInfo(parts[0], parts[1], parts[2], _capability(parts[3])))
+        if len(parts) in (4, 5) and parts[1][:1].isdigit():
+            mig = parts[4].lower() if len(parts) == 5 else ""
+            gpus.append(GpuInfo(parts[0], parts[1], parts[2], _capability(parts[3]),
+                                {"enabled": True, "disabled": False}.get(mig)))
     return gpus or None
 
 

@@ -90,3 +90,34 @@ def test_a_toolkit_in_cdi_mode_and_a_hook_off_dockerds_path_are_named_with_their
         '"nvidia-container-runtime-hook": executable file not found in $PATH: unknown')
     assert gpu.explain(no_hook).startswith(
         "dockerd cannot find nvidia-container-runtime-hook on its PATH")
+
+
+def test_a_gpu_in_mig_mode_is_read_and_refused_before_building(tmp_path, monkeypatch):
+    import os
+    import stat
+
+    script = tmp_path / "nvidia-smi"
+    # A driver that knows MIG answers the kit's query; the stand-in refuses any other.
+    script.write_text("#!/bin/sh\n"
+                      'if [ "$*" != "%s" ]; then echo "unexpected: $*" >&2; exit 6; fi\n'
+                      "echo 'NVIDIA H100 80GB HBM3, 580.95.05, 81559 MiB, 9.0, Enabled'\n"
+                      % " ".join(gpu.HOST_QUERY[1:]))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    [h100] = gpu.host_gpus()
+    assert h100.mig is True and h100.capability == (9, 0)
+    found = GpuState(True, (h100,))
+    refused = gpufit.block("new", CU130, found, None)
+    assert refused is not None and refused.kind == "GpuUnavailable"
+    assert refused.sentence.startswith("GPU 0 (NVIDIA H100 80GB HBM3) is in MIG mode")
+    assert "nvidia-smi -i 0 -mig 0" in refused.sentence
+    # A driver too old to know the field: the GPUs are read without it, MIG unknown.
+    script.write_text("#!/bin/sh\n"
+                      'case "$*" in *mig.mode.current*) echo "Field not valid" >&2; exit 2;; '
+                      "esac\n"
+                      "echo 'Tesla V100-SXM2-16GB, 470.82.01, 16384 MiB, 7.0'\n")
+    [v100] = gpu.host_gpus()
+    assert v100.mig is None and v100.capability == (7, 0)
+    assert gpufit.block("new", CU130, GpuState(True, (GpuInfo("NVIDIA H100", "580.95.05",
+                                                                 "1 MiB", (9, 0), False),)),
+                        None) is None
