@@ -1,8 +1,9 @@
 """Per-phase timing of the train step that adds no synchronisation inside the step.
 
 On CPU every phase is a perf_counter difference. On CUDA the device phases (h2d, forward,
-backward, optimizer) are CUDA events recorded in the stream and resolved once at epoch end;
-``data`` is host time spent waiting for the next batch, so it stays a perf_counter figure.
+backward, optimizer) are CUDA events recorded in the stream and read once at epoch end,
+after the epoch's wall is taken (reading 5 events a step is no part of the epoch); ``data``
+is host time spent waiting for the next batch, so it stays a perf_counter figure.
 """
 from __future__ import annotations
 
@@ -40,8 +41,15 @@ class PhaseClock:
             self.totals[phase] += now - self._last
         self._last = now
 
+    def synchronize(self):
+        """Wait for the device's work of the epoch: the epoch's wall ends after this, and
+        before resolve(), whose thousands of event reads are no part of the epoch."""
+        if self.cuda:
+            torch.cuda.synchronize()
+
     def resolve(self):
-        """Seconds per phase for the epoch; on CUDA this is the one synchronisation."""
+        """Seconds per phase for the epoch (on CUDA after synchronize(): the events are
+        complete, and this only reads them)."""
         if self.cuda:
             torch.cuda.synchronize()
             for phase, start, end in self._spans:

@@ -234,8 +234,9 @@ def train(config, record, world, store_path=None):
             if steps % accumulate:  # the epoch's last, short accumulation group
                 _step(optimizer, scaler)
                 clock.mark("optimizer")
-        phases = clock.resolve()
+        clock.synchronize()
         wall = perf_counter() - start
+        phases = clock.resolve()
         gathered = parallel.gather(world, [wall, samples, steps, grad_syncs]
                                    + [phases[p] for p in result.PHASES])
         ranks = [{"rank": rank, "wall_s": round(row[0], 6), "samples": int(row[1]),

@@ -79,17 +79,19 @@ def describe(m: Matrix, cells: Sequence[Cell], to_build: Sequence[str], locks_di
     return "; ".join(parts)
 
 
-def disk_refusal(client: Any, m: Matrix, to_build: Sequence[str], locks_dir: Path,
-                 cache_dir: Path) -> str | None:
-    """Why the builds cannot fit on the engine's disk and the cache's, or None (also when the
-    engine's data is not on this machine: a remote engine's disk is not readable here)."""
+def disk_check(client: Any, m: Matrix, to_build: Sequence[str], locks_dir: Path,
+               cache_dir: Path) -> tuple[str | None, str | None]:
+    """(why the builds cannot fit, a warning that they may not) on the engine's disk and
+    the cache's; (None, None) also when the engine's data is not on this machine (a remote
+    engine's disk is not readable here)."""
     try:
         root = Path(client.info().get("DockerRootDir") or "/var/lib/docker")
         root.stat()
     except (OSError, *connection.ENGINE_ERRORS):
-        return None
+        return None, None
     needs = [footprint.of(name, m.environments[name], locks_dir) for name in to_build]
-    return footprint.refusal(root, cache_dir, needs)
+    return (footprint.refusal(root, cache_dir, needs),
+            footprint.warning(root, cache_dir, needs))
 
 
 def unbuilt(client: Any, names: Sequence[str]) -> list[str]:

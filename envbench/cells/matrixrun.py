@@ -204,9 +204,11 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
     to_build = estimate.unbuilt(client, names)
     print(estimate.describe(m, cells, to_build, opts.locks_dir, opts.reports_dir), file=out,
           flush=True)
-    refused = estimate.disk_refusal(client, m, to_build, opts.locks_dir, cache.root())
+    refused, warned = estimate.disk_check(client, m, to_build, opts.locks_dir, cache.root())
     if refused:
         raise UserError(refused)
+    if warned:
+        print(warned, file=out, flush=True)
     data_dir = data_dir_for(opts, m, cells)
     mounts = containerrun.Mounts(opts.results_dir, opts.log_dir, data_dir, opts.cells_dir)
     users.prepare_dirs(opts.reports_dir, opts.results_dir, opts.log_dir)

@@ -91,13 +91,27 @@ FREE_SPACE = ("free space (`docker system prune`), move the engine's data-root, 
 
 
 def refusal(engine_root: Path, cache_dir: Path, needs: list[Need]) -> str | None:
-    """The sentence that stops a run before its builds when the disk cannot hold them."""
-    if not needs:
+    """The sentence that stops a run before its builds when the disk cannot hold them. Only
+    stacks sized from their lock decide it: a typical stack's size is a guess (a Debian
+    stack, a first lock), which warning() reports instead of refusing on."""
+    sized = [n for n in needs if n.source == "lock"]
+    if not sized:
         return None
-    found = room(engine_root, cache_dir, needs)
+    found = room(engine_root, cache_dir, sized)
     if found.ok:
         return None
     return ("not enough disk to build %d image(s): %s, and they need %s. Nothing was fetched "
             "or built. Free space (`docker system prune`), move the engine's data-root, set "
             "ENVBENCH_CACHE to a larger disk, or build fewer stacks (--env)"
-            % (len(needs), found.free, describe(needs)))
+            % (len(sized), found.free, describe(sized)))
+
+
+def warning(engine_root: Path, cache_dir: Path, needs: list[Need]) -> str | None:
+    """A line for builds that may not fit where some sizes are guesses (the run goes on)."""
+    if not needs or all(n.source == "lock" for n in needs):
+        return None
+    found = room(engine_root, cache_dir, needs)
+    if found.ok:
+        return None
+    return ("warning: the images to build may not fit: %s, and they need about %s"
+            % (found.free, describe(needs)))

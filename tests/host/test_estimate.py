@@ -52,6 +52,11 @@ def test_builds_that_cannot_fit_are_refused_with_the_figures_before_anything_is_
     assert "GB free, and they need 15000000.0 GB in the engine" in sentence
     assert "3000000.0 GB of wheels for the cache" in sentence
     assert "Nothing was fetched or built" in sentence and "--env" in sentence
+    # A typical stack's size is a guess: it warns, and the build itself is the judge.
+    guessed = footprint.Need("debian", 0, 2 * 10**15, 0, "typical")
+    assert footprint.refusal(tmp_path, tmp_path / "cache", [guessed]) is None
+    assert footprint.warning(tmp_path, tmp_path / "cache", [guessed]).startswith(
+        "warning: the images to build may not fit: ")
     small = footprint.Need("cpu", 1000, 2000, 3000, "lock")
     assert footprint.refusal(tmp_path, tmp_path / "cache", [small]) is None
     assert footprint.refusal(tmp_path, tmp_path / "cache", []) is None
