@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from envbench import cache, enginereach
-from envbench.cells import dataset, gpufit
+from envbench.cells import dataset, estimate, gpufit
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
 from envbench.images import archs, footprint
@@ -165,10 +165,8 @@ def _disk(client: Any, m: Matrix, locks_dir: Path) -> Check:
     except (OSError, *connection.ENGINE_ERRORS):
         return Check(False, "free disk for images: unknown (the engine's data is not on this "
                      "machine)", "check `docker system df` on the engine's host")
-    built = {img.labels.get("envbench.environment") for img in
-             client.images.list(filters={"label": "envbench.environment"})}
-    needs = [footprint.of(name, env, locks_dir) for name, env in m.environments.items()
-             if name not in built]
+    needs = [footprint.of(name, m.environments[name], locks_dir)
+             for name in estimate.unbuilt(client, list(m.environments))]
     found = footprint.room(root, cache.root(), needs)
     return Check(found.ok, "free disk for %d image(s) to build: %s; they need %s" % (
         len(needs), found.free, footprint.describe(needs)), footprint.FREE_SPACE)

@@ -9,7 +9,7 @@ from typing import Any
 
 from bench import result
 from envbench import stats
-from envbench.report import hardware
+from envbench.report import efficiency, hardware
 from envbench.report.grouping import Group
 from envbench.results.identity import variant_text
 from envbench.results.record import Result
@@ -39,10 +39,10 @@ def _resource(key: str) -> Column:
 
 
 def _achieved(r: Result) -> float | None:
-    """FLOP/s this repeat achieved: train-step FLOPs per sample times samples per second."""
-    flops = r.model.flops_train if r.model else None
-    rate = r.summary.samples_per_s
-    return None if flops is None or rate is None else round(flops * rate, 1)
+    """FLOP/s this repeat achieved (efficiency.achieved of its own figures)."""
+    value = efficiency.achieved(r.model.flops_train if r.model else None,
+                                r.summary.samples_per_s)
+    return None if value is None else round(value, 1)
 
 
 def _top_operator(r: Result) -> tuple[str, float | None] | None:

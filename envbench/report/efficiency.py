@@ -41,12 +41,15 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return part / whole if part is not None and whole else None
 
 
+def achieved(flops: int | None, samples_per_s: float | None) -> float | None:
+    """FLOP/s a training run reached: train-step FLOPs per sample times samples per second."""
+    return None if flops is None or samples_per_s is None else flops * samples_per_s
+
+
 def of(g: Group) -> Efficiency:
     first = g.first
     model = first.model
     flops = model.flops_train if model else None
-    rate = g.samples_per_s
-    achieved = flops * rate if flops is not None and rate is not None else None
     devices = first.world_size
     probes = [r.probe for r in g.measured if r.probe is not None]
     rates = [p.flops_per_s for p in probes if p.flops_per_s]
@@ -58,8 +61,9 @@ def of(g: Group) -> Efficiency:
     notes = [p.note for p in probes if p.note][:1]
     if flops is None and model is not None and model.flops_note:
         notes.append(model.flops_note)
-    return Efficiency(g, flops, achieved, achievable, dtype, sizes[0] if sizes else None,
-                      devices, per_device * 1e12 * devices if per_device else None, peak,
+    return Efficiency(g, flops, achieved(flops, g.samples_per_s), achievable, dtype,
+                      sizes[0] if sizes else None, devices,
+                      per_device * 1e12 * devices if per_device else None, peak,
                       "; ".join(notes) or None)
 
 
