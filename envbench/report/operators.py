@@ -99,7 +99,9 @@ def trace_file(r: Result) -> Path | None:
     name = r.path.name
     path = r.path.with_name((name[:-len(".json")] if name.endswith(".json") else name)
                             + TRACE_SUFFIX)
-    return path if path.name == r.profile.trace and path.is_file() else None
+    # A link planted in a results folder is not this cell's trace: the page links none.
+    return path if path.name == r.profile.trace and path.is_file() and not path.is_symlink() \
+        else None
 
 
 def cell(g: Group, out: Path | None) -> CellProfile | None:

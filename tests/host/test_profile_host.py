@@ -166,3 +166,21 @@ def test_a_cpu_cell_of_a_cuda_image_is_given_no_gpu_by_an_nvidia_default_runtime
         Target(device="cuda", gpus=2), 4), image, mounts, "c", tmp_path)
     assert "NVIDIA_VISIBLE_DEVICES" not in gpu["environment"]
     assert [r.count for r in gpu["device_requests"]] == [1]  # gpus: 2, one device trains
+
+
+def test_the_page_links_a_trace_beside_its_result_but_not_a_link_planted_there(tmp_path):
+    from envbench.report import operators
+    from envbench.results import store
+
+    record = _record(profile=True)
+    record["profile"] = dict(_profiled("r.trace.json.gz")["profile"], operators=[
+        {"name": "aten::mm", "calls": 5, "self_cpu_s": 0.1, "self_device_s": None,
+         "share": 1.0}])
+    (tmp_path / "r.json").write_text(json.dumps(record))
+    [r], _ = store.load_all([tmp_path / "r.json"])
+    trace = tmp_path / "r.trace.json.gz"
+    trace.write_bytes(b"x")
+    assert operators.trace_file(r) == trace
+    trace.unlink()
+    trace.symlink_to("/etc/passwd")
+    assert operators.trace_file(r) is None
