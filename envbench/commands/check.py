@@ -63,8 +63,12 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
                     problems.append("environments.%s: %s is missing and --frozen forbids "
                                     "creating it; run `nox -s lock`" % (name, where))
                 elif state is lockmod.LockState.MISSING:
-                    warnings.append("environments.%s: no lock yet: `bench` will resolve %s "
-                                    "(or run `nox -s lock` and commit it)" % (name, where))
+                    why = (" (the kit commits locks only for stacks on the default index: "
+                           "the index this one names is not reachable where the kit is "
+                           "developed)" if env.index_url else "")
+                    warnings.append("environments.%s: no committed lock%s: `bench` will "
+                                    "resolve %s (or run `nox -s lock` and commit it)"
+                                    % (name, why, where))
             plans[name] = dockerfile.plan(name, env, matrix_dir, current, m.needs_compiler)
         except UserError as exc:
             problems.append(str(exc))

@@ -47,40 +47,75 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
     return 1 if failed else 0
 
 
+def _entries(lock: lockmod.Lock) -> dict[str, tuple[str, str]]:
+    return {w.filename: (w.package + " " + w.version, w.sha256) for w in lock.wheels}
+
+
+def _differences(have: lockmod.Lock, want: lockmod.Lock, theirs: str) -> list[str]:
+    """Each wheel in one and not the other, and each file whose package or hash differs."""
+    a, b = _entries(have), _entries(want)
+    lines = ["%s: in the lock, not in %s" % (f, theirs) for f in sorted(a) if f not in b]
+    lines += ["%s: in %s, not in the lock" % (f, theirs) for f in sorted(b) if f not in a]
+    for filename in sorted(set(a) & set(b)):
+        for label, old, new in zip(("package", "sha256"), a[filename], b[filename]):
+            if old != new:
+                lines.append("%s: %s is %s in the lock, %s in %s"
+                             % (filename, label, old, new, theirs))
+    return lines
+
+
 def _check(name: str, env: Environment, opts: Options, out: TextIO) -> bool:
-    """The lock as it is against a fresh resolution of the same inputs: every wheel's
-    package, version, file, hash and URL. True when they agree."""
+    """The lock as it is, against the index today, writing nothing. Two resolutions:
+    - the lock's own pins (every package==version): the same files with the same hashes, or
+      the lock was edited by hand or its index changed a file: it fails;
+    - the matrix's requirements afresh: newer versions are drift, said and not a failure (the
+      lock still installs exactly what it names; `nox -s lock` moves to them).
+    When neither resolves, the index is out of reach: it says it could not check.
+    True unless the lock is missing, stale, or differs from its own pins."""
+    def say(text: str) -> None:
+        print("%s: %s" % (name, text), file=out, flush=True)
+
     try:
         found = lockmod.status(name, env, opts.matrix_dir, opts.locks_dir)
-        if found.lock is None:
-            raise UserError("%s is missing; run `nox -s lock`"
-                            % lockmod.path_for(opts.locks_dir, name))
-        if found.state is lockmod.LockState.STALE:
-            raise UserError("%s is stale (the matrix changed since); run `nox -s lock`"
-                            % found.lock.path)
-        with tempfile.TemporaryDirectory(prefix="envbench-lock-check-") as tmp:
-            fresh = lockmod.write(name, env, opts.matrix_dir, Path(tmp))
     except UserError as exc:
-        print("%s: %s" % (name, exc), file=out, flush=True)
+        say(str(exc))
         return False
-    def entries(lock: lockmod.Lock) -> dict[str, tuple[str, str, str | None]]:
-        return {w.filename: (w.package + " " + w.version, w.sha256, w.url) for w in lock.wheels}
-    have, want = entries(found.lock), entries(fresh)
-    differences = ["%s: in the lock, not in a fresh resolution" % f for f in sorted(have)
-                   if f not in want]
-    differences += ["%s: a fresh resolution has it, the lock does not" % f
-                    for f in sorted(want) if f not in have]
-    for filename in sorted(set(have) & set(want)):
-        for label, old, new in zip(("package", "sha256", "url"), have[filename],
-                                   want[filename]):
-            if old != new:
-                differences.append("%s: %s is %s in the lock, %s when resolved again"
-                                   % (filename, label, old, new))
-    if differences:
-        print("%s: %s differs from a fresh resolution (%d difference(s)):\n  %s" % (
-            name, found.lock.path, len(differences), "\n  ".join(differences)), file=out,
-            flush=True)
+    if found.lock is None:
+        say("%s is missing; run `nox -s lock`" % lockmod.path_for(opts.locks_dir, name))
         return False
-    print("%s: %s matches a fresh resolution (%d wheels)" % (name, found.lock.path,
-                                                             len(have)), file=out, flush=True)
+    if found.state is lockmod.LockState.STALE:
+        say("%s is stale (the matrix changed since); run `nox -s lock`" % found.lock.path)
+        return False
+    current = found.lock
+    with tempfile.TemporaryDirectory(prefix="envbench-lock-check-") as tmp:
+        try:
+            fresh: lockmod.Lock | None = lockmod.write(name, env, opts.matrix_dir,
+                                                       Path(tmp) / "fresh")
+        except UserError as exc:
+            fresh, unresolved = None, str(exc)
+        try:
+            pinned = lockmod.write(name, env, opts.matrix_dir, Path(tmp) / "pinned",
+                                   pins=current.pins())
+        except UserError as exc:
+            if fresh is None:
+                say("could not check %s: its index did not answer (%s)"
+                    % (current.path, unresolved[:300]))
+                return True
+            say("%s names versions its index no longer resolves (%s)"
+                % (current.path, str(exc)[:400]))
+            return False
+    wrong = _differences(current, pinned, "what the index serves for the lock's pins")
+    if wrong:
+        say("%s differs from what its index serves for its own pins (%d difference(s)); "
+            "run `nox -s lock`:\n  %s" % (current.path, len(wrong), "\n  ".join(wrong)))
+        return False
+    drift = _differences(current, fresh, "a fresh resolution") if fresh is not None else []
+    if drift:
+        say("%s matches its index (%d wheels); drift: a fresh resolution picks newer files "
+            "(%d difference(s)); the lock still installs what it names, `nox -s lock` moves "
+            "to them:\n  %s" % (current.path, len(current.wheels), len(drift),
+                                "\n  ".join(drift)))
+    else:
+        say("%s matches a fresh resolution (%d wheels)" % (current.path,
+                                                           len(current.wheels)))
     return True

@@ -147,7 +147,8 @@ def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool 
         print("%s: %s exists, not rebuilt" % (p.name, p.tag), file=out, flush=True)
         return existing
     ensure_base(client, p.base, allow_pull, out)
-    wheels = wheelcache.ensure(p.lock, p.wheelhouse, out) if p.lock is not None else []
+    wheels = wheelcache.ensure(p.lock, p.wheelhouse, out, index_url=p.index_url) \
+        if p.lock is not None else []
     wrong = wheelstack.mismatch(wheels, p.env.cuda)
     if wrong is not None:
         raise UserError("building %s failed before it began: %s; read from the locked wheel, "

@@ -36,6 +36,7 @@ class Plan:
     lock: Lock | None = None          # a pip stack's wheels, by hash; None: Debian's packages
     wheelhouse: Path | None = None    # where wheels locked from a wheelhouse are found
     compiler: bool = False            # gcc, g++ and Python's headers, for torch.compile
+    index_url: str | None = None      # the index a wheel without a URL is fetched through
 
     @property
     def tag(self) -> str:
@@ -100,7 +101,8 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
     base = sources.checked(sources.expand(env.base, where + ".base"),
                            grammars.image_reference, where + ".base") \
         if env.base else default_base(env)
-    sources.index_url(name, env)  # checked here too: `check` must refuse what a lock would
+    # Checked here too: `check` must refuse what a lock would.
+    index_url = sources.index_url(name, env)
     apt = list(env.apt)
     if env.source == "debian":
         apt = ["python3", "python3-torch", "python3-torchvision"] + apt
@@ -126,4 +128,4 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
                         % (where, template_path, exc))
     bench_files = tuple((name, (BENCH_DIR / name).read_bytes())
                         for name in fingerprint.source_names(str(BENCH_DIR)))
-    return Plan(name, env, text, base, bench_files, lock, wheelhouse, compiler)
+    return Plan(name, env, text, base, bench_files, lock, wheelhouse, compiler, index_url)

@@ -3,8 +3,10 @@
 uv resolves the environment's pins for the image's Python version and glibc platform (not
 the host's: pip's own `download --python-version` evaluates markers for the host and drops
 dependencies a foreign Python needs), from the environment's index, or from its wheelhouse
-as an offline mirror. The lock records every wheel with its sha256; the image installs
-exactly those, offline, hash-checked. A lock remembers the hash of its inputs (the pins,
+as an offline mirror. The lock records every wheel by file name, size and sha256, and names
+no host: a wheel's URL is resolved through the environment's index (or pip's configured one)
+when it is fetched, so a lock can be committed and a mirror serves it. The image installs
+exactly those files, offline, hash-checked. A lock remembers the hash of its inputs (the pins,
 Python, platform, index as the matrix writes it, wheelhouse listing); when they change the
 lock is stale and is refused until `nox -s lock` runs again.
 """
@@ -47,7 +49,7 @@ class Wheel:
     filename: str
     sha256: str
     size: int | None
-    url: str | None  # None: the file comes from the environment's wheelhouse, by name
+    url: str | None  # None: by name, from the environment's wheelhouse or through its index
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class Lock:
     inputs_sha256: str
     uv_version: str
     wheels: tuple[Wheel, ...]
+    python: str = ""     # the image's Python and wheel platform: what a fetch through the
+    platform: str = ""   # index asks for (from the lock's recorded inputs)
 
     def requirements_text(self) -> str:
         """pip's form of the lock: every package pinned with ==, every file by hash."""
@@ -70,6 +74,10 @@ class Lock:
             lines.append("%s==%s %s" % (package, version,
                                         " ".join("--hash=sha256:%s" % h for h in hashes)))
         return "\n".join(lines) + "\n"
+
+    def pins(self) -> list[str]:
+        """Every package of the lock at its locked version."""
+        return sorted({"%s==%s" % (w.package, w.version) for w in self.wheels})
 
 
 def platform_tag(env: Environment) -> str:
@@ -193,20 +201,28 @@ def _wheels(data: dict[str, Any], where: str) -> tuple[Wheel, ...]:
     return tuple(wheels)
 
 
-def _localise(text: str, wheelhouse: Path | None) -> str:
-    """A wheelhouse's file:// URLs name this machine's folders: keep the file name only."""
-    if wheelhouse is None:
-        return text
-    prefix = wheelhouse.as_uri() + "/"
-    return text.replace('url = "%s' % prefix, 'name = "')
+WHEEL_URL = re.compile(r'url = "([^"]+)"')
 
 
-def write(name: str, env: Environment, matrix_dir: Path, locks_dir: Path) -> Lock:
+def _host_free(text: str) -> str:
+    """Every wheel by its file name alone: a URL names a file host (or, for a wheelhouse,
+    this machine's folders), which a lock meant to be committed must not. The fetch asks the
+    environment's index for the file again, and the sha256 holds it to the one locked."""
+    def name(match: re.Match[str]) -> str:
+        path = match.group(1).split("?", 1)[0].split("#", 1)[0]
+        return 'name = "%s"' % unquote(path.rsplit("/", 1)[-1])
+    return WHEEL_URL.sub(name, text)
+
+
+def write(name: str, env: Environment, matrix_dir: Path, locks_dir: Path,
+          pins: list[str] | None = None) -> Lock:
+    """Resolve the environment and write its lock; with ``pins``, resolve those instead (a
+    lock's own package==version list, to see what the index serves for them today)."""
     values = inputs(name, env, matrix_dir)
     wheelhouse = sources.wheelhouse(name, env, matrix_dir)
-    text = resolve(values["requirements"], env.python, values["platform"],
+    text = resolve(pins or values["requirements"], env.python, values["platform"],
                    sources.index_url(name, env), wheelhouse)
-    text = _localise(text, wheelhouse)
+    text = _host_free(text)
     header = ("# envbench lock of environment %s: written by `nox -s lock`, do not edit.\n"
               "# Resolved with uv for Python %s on %s.\n" % (name, env.python,
                                                               values["platform"]))
@@ -226,12 +242,21 @@ def read(path: Path) -> Lock:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UserError("%s: not a readable lock (%s); run `nox -s lock`" % (path, exc))
     tool = (data.get("tool") or {}).get("envbench") or {}
-    if "inputs-sha256" not in tool:
-        raise UserError("%s: not an envbench lock (no [tool.envbench]); run `nox -s lock`"
-                        % path)
-    return Lock(environment=tool.get("environment", path.name), path=path,
+    if not isinstance(tool, dict) or not isinstance(tool.get("inputs-sha256"), str):
+        raise UserError("%s: not an envbench lock (no [tool.envbench] inputs-sha256); run "
+                        "`nox -s lock`" % path)
+    try:
+        recorded = json.loads(tool.get("inputs") or "{}")
+    except (TypeError, ValueError):
+        recorded = None
+    if not isinstance(recorded, dict):
+        raise UserError("%s: [tool.envbench] inputs is not the JSON the kit writes; run "
+                        "`nox -s lock`" % path)
+    return Lock(environment=str(tool.get("environment", path.name)), path=path,
                 sha256=hashlib.sha256(raw).hexdigest(), inputs_sha256=tool["inputs-sha256"],
-                uv_version=tool.get("uv-version", "?"), wheels=_wheels(data, str(path)))
+                uv_version=str(tool.get("uv-version", "?")), wheels=_wheels(data, str(path)),
+                python=str(recorded.get("python") or ""),
+                platform=str(recorded.get("platform") or ""))
 
 
 class LockState(enum.Enum):

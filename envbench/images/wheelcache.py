@@ -4,12 +4,17 @@ A wheel lives at CACHE/wheels/<sha256>/<file name>; every image that locks it re
 file into its build context, so two environments never hold two copies. Filling is safe
 when runs overlap: a wheel is written under a temporary name and renamed once its hash is
 right. A wheel from a wheelhouse is hard-linked where the file system allows, else copied.
+A wheel the lock names without a URL and without a wheelhouse is asked of the environment's
+index by the host's own pip (its configuration: index, mirror, certificates, proxy), pinned by
+version and sha256 for the image's Python and platform: the lock names no host.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -70,22 +75,109 @@ def _arrive(wheel: Wheel, source: Path | None, root: Path, out: TextIO) -> Path:
     return final
 
 
+PLATFORM = re.compile(r"(x86_64|aarch64)-manylinux_2_(\d+)")
+OLDEST_GLIBC = 17  # manylinux2014: older wheels are not what any current stack locks
+
+
+def pip_platforms(platform_tag: str) -> list[str]:
+    """pip's --platform values for a lock's platform: pip takes each tag literally, so a
+    manylinux_2_36 image lists every manylinux_2_N down to 2_17 (and manylinux2014), which
+    its glibc runs."""
+    match = PLATFORM.fullmatch(platform_tag)
+    if match is None:
+        raise UserError("a lock's platform %r is not ARCH-manylinux_2_N" % platform_tag[:60])
+    arch, newest = match.group(1), int(match.group(2))
+    tags = ["manylinux_2_%d_%s" % (n, arch) for n in range(newest, OLDEST_GLIBC - 1, -1)]
+    return tags + ["manylinux2014_%s" % arch]
+
+
+def pip_download_command(wheels: list[Wheel], lock: Lock, index_url: str | None,
+                         requirements: Path, dest: Path) -> list[str]:
+    """The host pip's download of exactly these files: each package at its locked version
+    with its locked sha256 (--require-hashes), no dependencies (the lock lists them all),
+    for the image's Python and platform. The environment's index when the matrix names one,
+    else whatever index pip is configured with."""
+    lines: dict[str, str] = {}
+    for wheel in wheels:
+        key = "%s==%s" % (wheel.package, wheel.version)
+        lines[key] = lines.get(key, key) + " --hash=sha256:%s" % wheel.sha256
+    requirements.write_text("\n".join(lines.values()) + "\n")
+    # --no-cache-dir: the kit's cache is the one copy; pip's would hold the gigabytes twice.
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+               "--no-cache-dir", "--progress-bar", "off", "--require-hashes", "-r",
+               str(requirements),
+               "--python-version", lock.python, "--implementation", "cp", "-d", str(dest)]
+    for tag in pip_platforms(lock.platform):
+        command += ["--platform", tag]
+    if index_url is not None:
+        command += ["--index-url", index_url]
+    return command
+
+
+def fetch_through_index(wheels: list[Wheel], lock: Lock, index_url: str | None, root: Path,
+                        out: TextIO) -> Path:
+    """A folder of the cache (the same file system: they are linked into place) holding the
+    files, by name, fetched by the host's pip. Its output is passed on line by line: a CUDA
+    stack is gigabytes, and a user should see which file is coming."""
+    if not lock.python or not lock.platform:
+        raise UserError("%s names wheels without URLs but records no Python or platform; run "
+                        "`nox -s lock` again" % lock.path)
+    staging = root / "wheels" / ".fetch"
+    users.cache_dirs(staging)
+    dest = Path(tempfile.mkdtemp(prefix="pip-", dir=staging))
+    command = pip_download_command(wheels, lock, index_url, dest / "requirements.txt", dest)
+    said: list[str] = []
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.strip()
+        if line.startswith(("Downloading", "Saved", "File was already")):
+            print("  %s" % line[:160], file=out, flush=True)
+        elif line.startswith(("ERROR", "Expected sha256", "Got ")) or " from http" in line:
+            said = (said + [line[:300]])[-6:]
+    if proc.wait() != 0:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise UserError("%s: pip could not fetch the locked wheels through %s: %s; nothing "
+                        "was kept" % (lock.environment, index_url or "its configured index",
+                                      " ".join(" ".join(said).split())[-600:] or
+                                      "it exited with status %d" % proc.returncode))
+    return dest
+
+
 def ensure(lock: Lock, wheelhouse: Path | None, out: TextIO = sys.stdout,
-           root: Path | None = None) -> list[Path]:
+           root: Path | None = None, index_url: str | None = None) -> list[Path]:
     """Every wheel of the lock in the cache, fetched where missing; their cache paths."""
     root = root or cache.root()
-    paths = []
     missing = [w for w in lock.wheels if not path_for(w, root).is_file()]
     if missing:
         total = sum(w.size or 0 for w in missing)
         print("%s: fetching %d wheel(s)%s into %s" % (
             lock.environment, len(missing), " (%.1f MB)" % (total / 1e6) if total else "",
             root / "wheels"), file=out, flush=True)
+    by_index = [w for w in missing if w.url is None and wheelhouse is None]
+    staging = fetch_through_index(by_index, lock, index_url, root, out) if by_index else None
+    fetched = {w.filename: staging / w.filename for w in by_index} if staging else {}
+    try:
+        return _place(lock, wheelhouse, fetched, root, out)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _place(lock: Lock, wheelhouse: Path | None, fetched: dict[str, Path], root: Path,
+           out: TextIO) -> list[Path]:
+    paths = []
     for wheel in lock.wheels:
         path = path_for(wheel, root)
         if not path.is_file():
-            source = None
-            if wheel.url is None:
+            source = fetched.get(wheel.filename)
+            if source is not None and (source.is_symlink() or not source.is_file()):
+                raise UserError("%s: pip fetched no %s through the index (another file of "
+                                "%s %s?): nothing was kept" % (lock.environment,
+                                                             wheel.filename, wheel.package,
+                                                             wheel.version))
+            if source is None and wheel.url is None:
                 source = (wheelhouse / wheel.filename) if wheelhouse else None
                 if source is None or not source.is_file():
                     raise UserError("%s: %s is locked from a wheelhouse but not in %s"

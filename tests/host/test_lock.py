@@ -257,8 +257,93 @@ def test_lock_check_catches_a_hash_edited_by_hand_that_the_inputs_hash_cannot(tm
         is lock.LockState.CURRENT
     out = io.StringIO()
     assert not lockcommand._check("e", env(wheelhouse), opts, out)
-    assert "e: %s differs from a fresh resolution (1 difference(s)):" % made.path \
-        in out.getvalue()
-    assert "%s: sha256 is %s in the lock, %s when resolved again" % (
+    assert "e: %s differs from what its index serves for its own pins (1 difference(s)); " \
+        "run `nox -s lock`:" % made.path in out.getvalue()
+    assert "%s: sha256 is %s in the lock, %s in what the index serves for the lock's pins" % (
         victim.filename, forged, victim.sha256) in out.getvalue()
     assert made.path.read_text().count(forged) == 1  # --check wrote nothing
+
+
+def test_a_lock_from_an_index_names_no_host_and_its_wheels_come_through_pip(tmp_path):
+    """A lock resolved from the default index keeps file names, sizes and hashes only; the
+    cache fetches each file through the host's pip (its configured index), hash-pinned."""
+    stack = Environment(python="3.12", torch="2.14.1", numpy=False)
+    made = lock.write("p", stack, tmp_path, tmp_path / "locks", pins=["iniconfig==2.0.0"])
+    text = made.path.read_text()
+    assert "url = " not in text and "https://" not in text
+    (wheel,) = made.wheels
+    assert (wheel.url, wheel.filename) == (None, "iniconfig-2.0.0-py3-none-any.whl")
+    assert (made.python, made.platform) == ("3.12", lock.platform_tag(stack))
+    out = io.StringIO()
+    (path,) = wheelcache.ensure(made, None, out, tmp_path / "cache")
+    assert path == wheelcache.path_for(wheel, tmp_path / "cache")
+    assert wheelcache.sha256_of(path) == wheel.sha256 and path.stat().st_size == wheel.size
+    assert "p: fetching 1 wheel(s)" in out.getvalue()
+    assert not list((tmp_path / "cache" / "wheels" / ".fetch").iterdir())  # staging cleared
+
+
+def test_a_wheel_the_index_serves_with_another_hash_is_refused_and_nothing_kept(tmp_path):
+    stack = Environment(python="3.12", torch="2.14.1", numpy=False)
+    made = lock.write("p", stack, tmp_path, tmp_path / "locks", pins=["iniconfig==2.0.0"])
+    made.path.write_text(made.path.read_text().replace(made.wheels[0].sha256, "c" * 64))
+    forged = lock.read(made.path)
+    refused = ("p: pip could not fetch the locked wheels through its configured index: "
+               ".*Expected sha256 c{64} Got [0-9a-f]{64}")
+    with pytest.raises(UserError, match=refused):
+        wheelcache.ensure(forged, None, io.StringIO(), tmp_path / "cache")
+    assert not [p for p in (tmp_path / "cache" / "wheels").rglob("*") if p.is_file()]
+
+
+def test_pip_is_asked_for_every_glibc_the_image_runs():
+    tags = wheelcache.pip_platforms("x86_64-manylinux_2_36")
+    assert tags[0] == "manylinux_2_36_x86_64" and "manylinux_2_17_x86_64" in tags
+    assert tags[-1] == "manylinux2014_x86_64" and "manylinux_2_16_x86_64" not in tags
+    assert wheelcache.pip_platforms("aarch64-manylinux_2_28")[0] == "manylinux_2_28_aarch64"
+    with pytest.raises(UserError, match="not ARCH-manylinux_2_N"):
+        wheelcache.pip_platforms("win_amd64")
+
+
+def test_lock_check_reports_drift_without_failing_and_fails_a_version_the_index_lacks(
+        tmp_path):
+    """Against the real index: a lock holding an older filelock than a fresh resolution picks
+    is drift (said, exit status good); one naming a filelock version that was never released
+    fails."""
+    from envbench.commands import lock as lockcommand
+    from envbench.options import Options
+
+    stack = Environment(python="3.12", torch="2.14.1", numpy=False)
+    opts = Options(matrix_path=tmp_path / "matrix.yaml", locks=tmp_path / "locks", check=True)
+    current = lock.write("d", stack, tmp_path, tmp_path / "locks")
+    older = [p if not p.startswith("filelock==") else "filelock==3.12.0"
+             for p in current.pins()]
+    drifted = lock.write("d", stack, tmp_path, tmp_path / "locks", pins=older)
+    # The pins are a lock's inputs only through the matrix: the file still reads as current.
+    assert lock.status("d", stack, tmp_path, tmp_path / "locks").state is lock.LockState.CURRENT
+    out = io.StringIO()
+    assert lockcommand._check("d", stack, opts, out)
+    said = out.getvalue()
+    assert "matches its index (%d wheels); drift: a fresh resolution picks newer" \
+        % len(drifted.wheels) in said
+    assert "filelock-3.12.0-py3-none-any.whl: in the lock, not in a fresh resolution" in said
+    text = drifted.path.read_text()
+    drifted.path.write_text(text.replace('version = "3.12.0"', 'version = "3.12.999"'))
+    out = io.StringIO()
+    assert not lockcommand._check("d", stack, opts, out)
+    assert "names versions its index no longer resolves" in out.getvalue()
+
+
+def test_the_committed_locks_are_current_for_the_default_matrix_and_name_no_host():
+    """What CI's `nox -s lock -- --check` compares against the index: here, that each
+    committed lock reads, is current for matrix.yaml, and names file names only."""
+    from envbench.matrix import models
+
+    root = Path(__file__).resolve().parents[2]
+    committed = sorted((root / "locks").glob("*" + lock.LOCK_SUFFIX))
+    assert committed, "no lock is committed"
+    m = models.load(root / "matrix.yaml")
+    for path in committed:
+        name = path.name[:-len(lock.LOCK_SUFFIX)]
+        assert name in m.environments, "%s locks no environment of matrix.yaml" % path.name
+        found = lock.status(name, m.environments[name], root, root / "locks")
+        assert found.state is lock.LockState.CURRENT, "%s is stale" % path.name
+        assert "://" not in path.read_text().split("[tool.envbench]")[0]
