@@ -64,7 +64,8 @@ def remove_cell_folders(cells_dir: Path) -> int:
 
 def container_options(args: list[str], resources: Resources, image: Any, mounts: Mounts,
                       cell_name: str, out_folder: Path,
-                      workload: WorkloadPlan | None = None) -> dict[str, Any]:
+                      workload: WorkloadPlan | None = None,
+                      gpu_mode: str = gpu.GPUS) -> dict[str, Any]:
     volumes = {str(out_folder.resolve()): {"bind": "/results", "mode": "rw"}}
     if mounts.data_dir is not None:
         volumes[str(mounts.data_dir.resolve())] = {"bind": "/data", "mode": "ro"}
@@ -83,7 +84,8 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
                                        "max-size": LOG_MAX_SIZE, "max-file": "1"}))
     options.update(container_limits(resources))
     if resources.device == "cuda":
-        options["device_requests"] = gpu.device_requests(gpu.requested_count(resources.gpus))
+        options["device_requests"] = gpu.device_requests(gpu.requested_count(resources.gpus),
+                                                         gpu_mode)
     else:
         # A CUDA image carries NVIDIA_VISIBLE_DEVICES=all (its base's); on a host whose
         # default runtime is nvidia that alone would hand a "CPU" cell every GPU. "void"
@@ -128,7 +130,7 @@ def _follow(container: Any, on_line: Callable[[str], None]) -> threading.Thread:
 def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any],
              target: Target, resources: Resources, image: Any, mounts: Mounts,
              out_name: str, on_line: Callable[[str], None] | None = None,
-             workload: WorkloadPlan | None = None) -> dict[str, Any]:
+             workload: WorkloadPlan | None = None, gpu_mode: str = gpu.GPUS) -> dict[str, Any]:
     """Run one cell; return its record (bench's own, or the host's account of the failure).
 
     ``args`` is bench's command line, writing ``out_name`` under /results in the container:
@@ -139,7 +141,7 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
     folder = cell_folder(mounts)
     try:
         return _run_in(client, args, config, target, resources, image, mounts, folder,
-                       out_name, on_line, workload)
+                       out_name, on_line, workload, gpu_mode)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -147,14 +149,15 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
 def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any],
             target: Target, resources: Resources, image: Any, mounts: Mounts, folder: Path,
             out_name: str, on_line: Callable[[str], None] | None,
-            workload: WorkloadPlan | None = None) -> dict[str, Any]:
+            workload: WorkloadPlan | None = None, gpu_mode: str = gpu.GPUS) -> dict[str, Any]:
     stem = Path(out_name).stem
     log_path = mounts.log_dir / ("%s.log" % stem)
     lines: list[str] = []
     error: tuple[str, str] | None = None
     gpus = resources.device == "cuda"
     try:
-        options = container_options(args, resources, image, mounts, stem, folder, workload)
+        options = container_options(args, resources, image, mounts, stem, folder, workload,
+                                    gpu_mode)
         container = client.containers.create(image.id, **options)
     except ENGINE_ERRORS as exc:
         message = gpu.explain(exc) if gpus else explain(exc)

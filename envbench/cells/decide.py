@@ -6,7 +6,7 @@ they differ only in the environment (the page's main answer). With `repeats: aut
 MIN_REPEATS clean repeats a comparison is decided when the interval of its ratio (the
 two-stage bootstrap, envbench.stats) lies wholly on one side of 1, or straddles 1 but is
 narrower than the matrix's precision ("no difference at this precision"); the kit stops at
-max_repeats either way.
+max_repeats either way, re-runs of contended repeats included.
 """
 from __future__ import annotations
 
@@ -76,15 +76,18 @@ def wanted(policy: Policy, done: dict[tuple[str, str, str, bool], list[dict[str,
             out[key] = count
     if policy.repeats is not None:
         return out
-    # auto: one more round for every measurement in an open comparison, up to the maximum
-    # (plus one re-run for each contended repeat).
+    # auto: one more round for every measurement in an open comparison (too few clean
+    # repeats counts as open), up to the maximum.
     by_point: dict[tuple[str, str, bool], list[tuple[str, str, str, bool]]] = {}
     for key in done:
         by_point.setdefault((key[1], key[2], key[3]), []).append(key)
     for key, records in done.items():
         if not any(r.get("status") == "ok" for r in records):
             continue  # a cell that cannot run here (no GPU, a failed build) is not repeated
-        limit = policy.max_repeats + min(contended(records), policy.max_repeats)
+        # max_repeats is the most repeats a measurement gets, re-runs of contended ones
+        # included: on a machine that stays busy the run ends there (its contended repeats
+        # marked), instead of running up to twice as many rounds.
+        limit = policy.max_repeats
         peers = [k for k in by_point[(key[1], key[2], key[3])] if k != key
                  and any(r.get("status") == "ok" for r in done[k])]
         mine = clean_repeats(records)

@@ -16,7 +16,9 @@ from typing import Any
 from envbench import stats
 from envbench.cells.expansion import Cell
 from envbench.engine import connection
-from envbench.images import footprint
+from envbench.errors import UserError
+from envbench.images import dockerfile, footprint
+from envbench.images import lock as lockmod
 from envbench.matrix.models import Matrix
 from envbench.results import store
 
@@ -94,8 +96,33 @@ def disk_check(client: Any, m: Matrix, to_build: Sequence[str], locks_dir: Path,
             footprint.warning(root, cache_dir, needs))
 
 
-def unbuilt(client: Any, names: Sequence[str]) -> list[str]:
-    """The environments no image in the engine was built for (by the kit's label)."""
-    built = {img.labels.get("envbench.environment") for img in
-             client.images.list(filters={"label": "envbench.environment"})}
-    return [name for name in names if name not in built]
+def tags_to_run(m: Matrix, names: Sequence[str], matrix_dir: Path,
+                locks_dir: Path) -> dict[str, str | None]:
+    """The image tag each environment will run, where it is known before anything is
+    resolved or built: a Debian stack's, and a pip stack's with a current lock. None where
+    the lock is missing, stale or unreadable (a new lock makes a new tag) or the plan fails
+    (the build will say why). An image of the same name built from other pins or another
+    bench/ is not the one that will run."""
+    tags: dict[str, str | None] = {}
+    for name in names:
+        env = m.environments[name]
+        try:
+            current = None
+            if env.source == "pip":
+                found = lockmod.status(name, env, matrix_dir, locks_dir)
+                if found.state is not lockmod.LockState.CURRENT:
+                    tags[name] = None
+                    continue
+                current = found.lock
+            tags[name] = dockerfile.plan(name, env, matrix_dir, current,
+                                         m.needs_compiler).tag
+        except UserError:
+            tags[name] = None
+    return tags
+
+
+def unbuilt(client: Any, tags: dict[str, str | None]) -> list[str]:
+    """The environments whose image to run is not in the engine (or not known yet)."""
+    present = {tag for img in client.images.list(filters={"label": "envbench.environment"})
+               for tag in (img.tags or [])}
+    return [name for name, tag in tags.items() if tag is None or tag not in present]

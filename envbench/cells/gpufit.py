@@ -25,17 +25,23 @@ class GpuBlock:
     sentence: str
 
 
-def stack_archs(client: docker.DockerClient, name: str, env: Environment) -> Archs | None:
-    """The stack's compiled architectures: its built image's label where there is one,
-    else the published list of a default stack, else None (unknown: not checked)."""
-    try:
-        images = client.images.list(filters={"label": "envbench.environment=%s" % name})
-    except ENGINE_ERRORS:
-        images = []
-    for image in images:
-        label = (image.labels or {}).get(archs.LABEL)
-        if label:
-            return Archs.parse(label, "the image %s" % ((image.tags or [image.short_id])[0]))
+def stack_archs(client: docker.DockerClient, env: Environment, tag: str | None
+                ) -> Archs | None:
+    """The stack's compiled architectures: the label of the image that will run (``tag``,
+    the plan's), where the engine has it; else the published list of a default stack; else
+    None (unknown: not checked). Never another image of the same environment name: one built
+    from other pins may have other kernels."""
+    image = None
+    if tag is not None:
+        try:
+            image = client.images.get(tag)
+        except docker.errors.ImageNotFound:
+            image = None
+        except ENGINE_ERRORS:
+            image = None
+    label = ((image.labels or {}).get(archs.LABEL) if image is not None else None)
+    if label:
+        return Archs.parse(label, "the image %s" % tag)
     return archs.known(env.torch, env.cuda)
 
 
@@ -76,10 +82,10 @@ def fit_line(name: str, env: Environment, found: GpuState, compiled: Archs | Non
 
 
 def blocks(client: docker.DockerClient, environments: dict[str, Environment],
-           found: GpuState) -> dict[str, GpuBlock]:
+           found: GpuState, tags: dict[str, str | None]) -> dict[str, GpuBlock]:
     out = {}
     for name, env in environments.items():
-        reason = block(name, env, found, stack_archs(client, name, env))
+        reason = block(name, env, found, stack_archs(client, env, tags.get(name)))
         if reason is not None:
             out[name] = reason
     return out

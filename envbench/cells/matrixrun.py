@@ -121,6 +121,7 @@ class _Session:
     # build, by environment.
     gpu_blocked: dict[str, GpuBlock] = field(default_factory=dict)
     gpu_problems: dict[str, str | None] = field(default_factory=dict)
+    gpu_modes: dict[str, str] = field(default_factory=dict)  # --gpus or CDI, per image
     overheads: list[float] = field(default_factory=list)  # host wall minus bench's own time
     on_line: Any = None  # where a running cell's output goes, line by line
 
@@ -160,7 +161,8 @@ class _Session:
         started = time.perf_counter()
         record = containerrun.run_cell(self.client, p.command(), p.config, target,
                                        p.resources, built.image, self.mounts, path.name,
-                                       self.on_line, cell.workload)
+                                       self.on_line, cell.workload,
+                                       self.gpu_modes.get(cell.environment, gpu.GPUS))
         record["host_s"] = round(time.perf_counter() - started, 3)
         if record.get("run_s") is not None:
             self.overheads.append(record["host_s"] - record["run_s"])
@@ -175,8 +177,9 @@ class _Session:
         if res.device != "cuda":
             return None
         if cell.environment not in self.gpu_problems:
-            self.gpu_problems[cell.environment] = gpu.probe(self.client, image,
-                                                            gpu.requested_count(res.gpus))
+            mode, problem = gpu.attach(self.client, image, gpu.requested_count(res.gpus))
+            self.gpu_problems[cell.environment] = problem
+            self.gpu_modes[cell.environment] = mode
         return self.gpu_problems[cell.environment]
 
 
@@ -196,12 +199,14 @@ def run(opts: Options, out: TextIO) -> int:
 def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.Matrix,
                           cells: list[cellmod.Cell], client: docker.DockerClient) -> int:
     host = Host.of_engine(client)
-    blocked = gpu_blocks(client, m, cells, out)
+    tags = estimate.tags_to_run(m, list(dict.fromkeys(c.environment for c in cells)),
+                                opts.matrix_dir, opts.locks_dir)
+    blocked = gpu_blocks(client, m, cells, out, tags)
     # An environment whose every cell this host cannot run is not built at all.
     names = list(dict.fromkeys(c.environment for c in cells if not (
         m.targets[c.target].device == "cuda" and c.environment in blocked)))
     # Before anything is fetched (data, wheels, base image): what the run will take.
-    to_build = estimate.unbuilt(client, names)
+    to_build = estimate.unbuilt(client, {name: tags[name] for name in names})
     print(estimate.describe(m, cells, to_build, opts.locks_dir, opts.reports_dir), file=out,
           flush=True)
     refused, warned = estimate.disk_check(client, m, to_build, opts.locks_dir, cache.root())
@@ -296,7 +301,7 @@ def _more(m: models.Matrix, opts: Options,
 
 
 def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmod.Cell],
-               out: TextIO) -> dict[str, GpuBlock]:
+               out: TextIO, tags: dict[str, str | None]) -> dict[str, GpuBlock]:
     """The GPU checks, before any build: environments whose GPU cells cannot run here (no
     kernels for this GPU, no GPU runtime, a driver too old), with the one sentence each
     cell will be recorded with."""
@@ -304,11 +309,14 @@ def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmo
     if not names:
         return {}
     found = gpu.state(client, None)
+    if found.mode == gpu.CDI:
+        print("GPUs are attached as CDI devices (nvidia.com/gpu=...): this engine refused "
+              "Docker's --gpus the way a toolkit in CDI mode does", file=out)
     if found.gpus:
         print("GPUs: %s; driver %s" % (", ".join(
             "%s%s" % (g.name, " (sm_%d%d)" % g.capability if g.capability else "")
             for g in found.gpus), found.driver), file=out)
-    blocked = gpufit.blocks(client, {n: m.environments[n] for n in names}, found)
+    blocked = gpufit.blocks(client, {n: m.environments[n] for n in names}, found, tags)
     host_wide = {why.sentence for why in blocked.values() if why.kind == "GpuUnavailable"}
     for sentence in sorted(host_wide):  # the runtime's reason, once for every stack
         print("GPU cells cannot run on this host: %s" % sentence, file=out, flush=True)

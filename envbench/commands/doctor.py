@@ -58,8 +58,9 @@ def _default_index_answers() -> str | None:
 
 
 def diagnose(m: Matrix, data_dir: Path | None = None,
-             locks_dir: Path | None = None) -> list[Check]:
+             locks_dir: Path | None = None, matrix_dir: Path | None = None) -> list[Check]:
     locks_dir = locks_dir or Path("locks")
+    tags = estimate.tags_to_run(m, list(m.environments), matrix_dir or Path("."), locks_dir)
     out: list[Check] = []
     try:
         client = connection.connect()
@@ -73,8 +74,8 @@ def diagnose(m: Matrix, data_dir: Path | None = None,
     who = "as root" if os.geteuid() == 0 else "as this user, without sudo"
     out.append(Check(True, "Docker engine %s answers %s" % (version, who)))
 
-    out.extend(_gpu_checks(client, m))
-    out.append(_disk(client, m, locks_dir))
+    out.extend(_gpu_checks(client, m, tags))
+    out.append(_disk(client, m, locks_dir, tags))
     root = data_dir or dataset.default_cache()
     ready = dataset.is_ready(root)
     out.append(Check(ready, "CIFAR-10 in %s" % root if ready else
@@ -102,7 +103,7 @@ def diagnose(m: Matrix, data_dir: Path | None = None,
     return out
 
 
-def _gpu_checks(client: Any, m: Matrix) -> list[Check]:
+def _gpu_checks(client: Any, m: Matrix, tags: dict[str, str | None]) -> list[Check]:
     """The runtime (a real --gpus probe), the GPUs (this host's nvidia-smi first), and per
     CUDA stack the verdict `bench` acts on: kernels for this GPU, the driver it needs."""
     found = gpu.state(client, None)
@@ -130,7 +131,7 @@ def _gpu_checks(client: Any, m: Matrix) -> list[Check]:
     for name, env in m.environments.items():
         if not env.cuda:
             continue
-        compiled = gpufit.stack_archs(client, name, env)
+        compiled = gpufit.stack_archs(client, env, tags.get(name))
         misfit = archs.misfit(name, env.torch, env.cuda, compiled, first.name,
                               first.capability) \
             if first is not None and first.capability is not None and compiled else None
@@ -156,7 +157,7 @@ def _index(name: str, env: Any) -> str | None:
         return None
 
 
-def _disk(client: Any, m: Matrix, locks_dir: Path) -> Check:
+def _disk(client: Any, m: Matrix, locks_dir: Path, tags: dict[str, str | None]) -> Check:
     """Free space where the engine keeps images and where the wheel cache is, against what
     the images still to build need (sized from their locks: see envbench.images.footprint)."""
     try:
@@ -166,14 +167,15 @@ def _disk(client: Any, m: Matrix, locks_dir: Path) -> Check:
         return Check(False, "free disk for images: unknown (the engine's data is not on this "
                      "machine)", "check `docker system df` on the engine's host")
     needs = [footprint.of(name, m.environments[name], locks_dir)
-             for name in estimate.unbuilt(client, list(m.environments))]
+             for name in estimate.unbuilt(client, tags)]
     found = footprint.room(root, cache.root(), needs)
     return Check(found.ok, "free disk for %d image(s) to build: %s; they need %s" % (
         len(needs), found.free, footprint.describe(needs)), footprint.FREE_SPACE)
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:
-    results = diagnose(models.load(opts.matrix_path), opts.data_dir, opts.locks_dir)
+    results = diagnose(models.load(opts.matrix_path), opts.data_dir, opts.locks_dir,
+                       opts.matrix_dir)
     for check in results:
         print(check.line(), file=out)
     bad = sum(not c.ok for c in results)

@@ -44,6 +44,7 @@ class GpuState:
     gpus: tuple[GpuInfo, ...] = ()
     problem: str | None = None  # why the runtime or the GPUs could not be told
     driver_only: str | None = None  # the driver, where only /proc could be read
+    mode: str = "gpus"  # how containers get GPUs: Docker's --gpus, or "cdi" devices
 
     @property
     def driver(self) -> str | None:
@@ -55,42 +56,60 @@ def requested_count(gpus: str | int | None) -> int:
     return -1 if gpus in (None, "all") else int(gpus)
 
 
-def device_requests(count: int) -> list[DeviceRequest]:
-    """``count`` GPUs (-1: all), as `docker run --gpus` asks for them."""
+# How a container is given GPUs: Docker's --gpus (through nvidia-container-runtime-hook), or
+# CDI devices (Docker 25+, `--device nvidia.com/gpu=all`), which a toolkit in CDI or jit-cdi
+# mode needs: its hook refuses --gpus.
+GPUS, CDI = "gpus", "cdi"
+
+
+def device_requests(count: int, mode: str = GPUS) -> list[DeviceRequest]:
+    """``count`` GPUs (-1: all), as `docker run --gpus` asks for them, or as CDI devices
+    (the first ``count`` of NVIDIA's CDI spec, as `nvidia-ctk cdi generate` names them)."""
+    if mode == CDI:
+        ids = ["nvidia.com/gpu=all"] if count < 0 else \
+            ["nvidia.com/gpu=%d" % index for index in range(count)]
+        return [DeviceRequest(driver="cdi", device_ids=ids)]
     return [DeviceRequest(count=count, capabilities=[["gpu"]])]
 
 
-# What nvidia-container-cli says when the runtime is there but the driver is not right.
+# Docker's --gpus refused by a toolkit in CDI or jit-cdi mode (nvidia-container-runtime's
+# mode = "cdi"): its hook refuses --gpus, which goes through the legacy hook.
+CDI_MODE = ("NVIDIA's container toolkit is in CDI mode, whose hook refuses Docker's --gpus: "
+            "generate the CDI spec (`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`"
+            ") on Docker 25 or later, which the kit then uses, or set mode = \"legacy\" (or "
+            "\"auto\") under [nvidia-container-runtime] in /etc/nvidia-container-runtime/"
+            "config.toml and restart dockerd")
+# --gpus needs nvidia-container-runtime-hook on dockerd's PATH (a toolkit installed without
+# it, or a dockerd started with a PATH that lacks /usr/bin).
+HOOK_MISSING = ("dockerd cannot find nvidia-container-runtime-hook on its PATH: install "
+                "nvidia-container-toolkit (it provides the hook) and restart dockerd with "
+                "/usr/bin on its PATH")
+
+# What nvidia-container-cli (or Docker's CDI) says when the runtime is there but the driver
+# or its set-up is not right.
 DRIVER_ERRORS = (
     ("driver/library version mismatch", "the NVIDIA kernel driver and its user-space library "
      "differ (a driver upgraded without a reboot): reboot the host"),
     ("driver not loaded", "the NVIDIA kernel driver is not loaded: install the driver, or "
      "load it (`sudo modprobe nvidia`; `nvidia-smi` says why)"),
     ("no cuda-capable device", "the NVIDIA runtime found no GPU on this host"),
-    # The toolkit in CDI or jit-cdi mode (nvidia-container-runtime's mode = "cdi"): its hook
-    # refuses Docker's --gpus, which goes through the legacy hook.
-    ("invoking the nvidia container runtime hook directly",
-     "NVIDIA's container toolkit is in CDI mode, whose hook refuses Docker's --gpus: set "
-     "mode = \"legacy\" (or \"auto\") under [nvidia-container-runtime] in "
-     "/etc/nvidia-container-runtime/config.toml and restart dockerd, or generate the CDI spec "
-     "(`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`) and give Docker CDI "
-     "devices"),
-    # --gpus needs nvidia-container-runtime-hook on dockerd's PATH (a toolkit installed
-    # without it, or a dockerd started with a PATH that lacks /usr/bin).
-    ('"nvidia-container-runtime-hook": executable file not found',
-     "dockerd cannot find nvidia-container-runtime-hook on its PATH: install "
-     "nvidia-container-toolkit (it provides the hook) and restart dockerd with /usr/bin on "
-     "its PATH"),
+    ("invoking the nvidia container runtime hook directly", CDI_MODE),
+    ('"nvidia-container-runtime-hook": executable file not found', HOOK_MISSING),
+    # Docker 25+ asked for CDI devices that no spec in /etc/cdi or /var/run/cdi names.
+    ("unresolvable cdi devices", "Docker's CDI knows no NVIDIA GPU: generate the spec (`sudo "
+     "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`)"),
+    ("cdi is not enabled", "this Docker engine has CDI turned off: add \"features\": "
+     "{\"cdi\": true} to /etc/docker/daemon.json and restart dockerd"),
 )
 
 
 def explain(exc: BaseException) -> str:
     text = str(exc)
-    if "could not select device driver" in text:
-        return NO_RUNTIME
-    for symptom, sentence in DRIVER_ERRORS:
+    for symptom, sentence in DRIVER_ERRORS:  # first: Docker's CDI refusals share the prefix
         if symptom in text.lower():
             return sentence
+    if "could not select device driver" in text:
+        return NO_RUNTIME
     if "nvidia-container-cli" in text:
         return "the NVIDIA container runtime refused the GPUs: %s" % connection.explain(exc)[:300]
     if not isinstance(exc, docker.errors.APIError):
@@ -98,12 +117,12 @@ def explain(exc: BaseException) -> str:
     return "the engine refused GPUs: %s" % connection.explain(exc)[:400]
 
 
-def probe_options(image: Any, count: int) -> dict[str, Any]:
+def probe_options(image: Any, count: int, mode: str = GPUS) -> dict[str, Any]:
     """The probe container: locked down like a cell, with ``count`` GPUs (0: none)."""
     options = dict(locked_down(image), entrypoint=["true"],
                    labels={"envbench.cell": "gpu-probe"})
     if count:
-        options["device_requests"] = device_requests(count)
+        options["device_requests"] = device_requests(count, mode)
     return options
 
 
@@ -123,24 +142,47 @@ def _run_once(client: docker.DockerClient, image: Any, options: dict[str, Any]
             pass
 
 
-def probe(client: docker.DockerClient, image: Any, count: int) -> str | None:
+def probe(client: docker.DockerClient, image: Any, count: int,
+          mode: str = GPUS) -> str | None:
     """Start a tiny container with GPUs attached; None if it works, else why not."""
     try:
-        code, _ = _run_once(client, image, probe_options(image, count))
+        code, _ = _run_once(client, image, probe_options(image, count, mode))
     except ENGINE_ERRORS as exc:
         return explain(exc)
     return None if code == 0 else "the GPU probe container exited with code %d" % code
 
 
+# The --gpus failures that CDI devices may get round: the toolkit in CDI mode, the hook not
+# on dockerd's PATH, or no --gpus driver registered at all (a toolkit set up for CDI only).
+CDI_MAY_HELP = (CDI_MODE, HOOK_MISSING, NO_RUNTIME)
+
+
+def attach(client: docker.DockerClient, image: Any, count: int) -> tuple[str, str | None]:
+    """How this engine gives a container ``count`` GPUs: (GPUS, None) when --gpus works;
+    else, where the way it failed is one CDI devices avoid, (CDI, None) when they work;
+    else (GPUS, why), with what CDI said beside the --gpus reason."""
+    problem = probe(client, image, count, GPUS)
+    if problem is None or problem not in CDI_MAY_HELP:
+        return GPUS, problem
+    cdi_problem = probe(client, image, count, CDI)
+    if cdi_problem is None:
+        return CDI, None
+    if cdi_problem == NO_RUNTIME:  # an engine without CDI (before Docker 25): nothing to add
+        return GPUS, problem
+    return GPUS, "%s (CDI devices, nvidia.com/gpu=..., were tried too: %s)" % (
+        problem, cdi_problem)
+
+
 QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
 
 
-def query(client: docker.DockerClient, image: Any,
-          count: int) -> tuple[list[GpuInfo], str | None]:
+def query(client: docker.DockerClient, image: Any, count: int,
+          mode: str = GPUS) -> tuple[list[GpuInfo], str | None]:
     """The GPUs as nvidia-smi lists them from inside a container (locked down like a cell)
     with ``count`` GPUs attached: ([GpuInfo], None) or ([], why not)."""
     try:
-        code, text = _run_once(client, image, dict(probe_options(image, count), entrypoint=QUERY))
+        code, text = _run_once(client, image, dict(probe_options(image, count, mode),
+                                                   entrypoint=QUERY))
     except ENGINE_ERRORS as exc:
         return [], explain(exc)
     if code != 0:
@@ -216,38 +258,40 @@ def probe_image(client: docker.DockerClient) -> Any | None:
     return None
 
 
-def runtime_works(client: docker.DockerClient, image: Any | None) -> tuple[bool | None, str | None]:
+def runtime_works(client: docker.DockerClient, image: Any | None
+                  ) -> tuple[bool | None, str | None, str]:
     """Whether the engine gives a container GPUs, by a real `--gpus all` probe (Docker
     registers the GPU driver from nvidia-container-runtime-hook on PATH, with or without a
-    "nvidia" runtime entry, so the engine's runtime list proves nothing). (None, why) where
-    there is no image to probe with yet: then the engine's runtime list is all there is."""
+    "nvidia" runtime entry, so the engine's runtime list proves nothing), then CDI devices
+    where --gpus failed their way; and how (GPUS or CDI). (None, why, GPUS) where there is
+    no image to probe with yet: then the engine's runtime list is all there is."""
     image = image or probe_image(client)
     if image is None:
         try:
             runtimes = client.info().get("Runtimes") or {}
         except ENGINE_ERRORS as exc:
-            return False, connection.explain(exc)
+            return False, connection.explain(exc), GPUS
         return (True if "nvidia" in runtimes else None,
                 "not probed (no image in the engine yet); the engine lists %s runtime"
-                % ("an NVIDIA" if "nvidia" in runtimes else "no NVIDIA"))
-    problem = probe(client, image, -1)
-    return problem is None, problem
+                % ("an NVIDIA" if "nvidia" in runtimes else "no NVIDIA"), GPUS)
+    mode, problem = attach(client, image, -1)
+    return problem is None, problem, mode
 
 
 def state(client: docker.DockerClient, image: Any | None) -> GpuState:
     """The runtime (a real probe) and the GPUs: this host's nvidia-smi where it has one,
     else nvidia-smi inside a container with the GPUs attached, else the driver from /proc."""
-    runtime, problem = runtime_works(client, image)
+    runtime, problem, mode = runtime_works(client, image)
     gpus = host_gpus()
     if gpus:
-        return GpuState(runtime, tuple(gpus), problem)
+        return GpuState(runtime, tuple(gpus), problem, mode=mode)
     image = image or probe_image(client)
     if runtime and image is not None:
-        found, why = query(client, image, -1)
+        found, why = query(client, image, -1, mode)
         if found:
-            return GpuState(runtime, tuple(found), problem)
+            return GpuState(runtime, tuple(found), problem, mode=mode)
         problem = problem or why
-    return GpuState(runtime, (), problem, driver_only=proc_driver())
+    return GpuState(runtime, (), problem, driver_only=proc_driver(), mode=mode)
 
 
 def _version(text: str) -> tuple[int, ...]:

@@ -180,6 +180,10 @@ def test_a_gpu_cell_on_this_engine_fails_with_the_clear_message(client, first_ru
                                                                 no_nvidia_runtime):
     image = _image(client, first_run, "debian-torch1.13")
     assert gpu.probe(client, image, -1) == gpu.NO_RUNTIME
+    # --gpus failed the way a CDI-only toolkit makes it fail, so CDI devices are tried as
+    # well; an engine without CDI (before Docker 25) adds nothing to the reason.
+    assert gpu.probe(client, image, -1, gpu.CDI) == gpu.NO_RUNTIME
+    assert gpu.attach(client, image, -1) == (gpu.GPUS, gpu.NO_RUNTIME)
     assert not client.containers.list(all=True, filters={"label": "envbench.cell=gpu-probe"})
     target = Target(device="cuda", gpus="all", label="GPU", price_per_hour=1.0)
     record = _run_cell(client, target, image, tmp_path)
@@ -400,3 +404,36 @@ def test_a_cell_killed_at_the_memory_limit_is_recorded_as_out_of_memory(client, 
     assert record["status"] == "failed"
     assert record["error"]["type"] == "OutOfMemory", record["error"]
     assert "memory limit (64m)" in record["error"]["message"]
+
+
+def test_a_stacks_kernels_are_read_from_the_image_that_will_run_not_its_namesake(
+        client, first_run, tmp_path):
+    """An image of the same environment name, built from other pins, says sm_50 only; the
+    plan's tag is not in the engine, so the published list of the stack decides. Once the
+    plan's tag is the image, its label does."""
+    from envbench.cells import gpufit
+    from envbench.images import archs
+    from envbench.matrix.models import Environment
+
+    base = _image(client, first_run, "debian-torch1.13")
+    (tmp_path / "Dockerfile").write_text(
+        "FROM %s\nLABEL envbench.environment=torch2.14-cu130 %s=sm_50\n" % (base.id,
+                                                                          archs.LABEL))
+    client.images.build(path=str(tmp_path), tag="envbench-test/namesake:old", rm=True,
+                        forcerm=True)
+    stack = Environment(python="3.12", torch="2.14.1", torchvision="0.29.2", cuda="13.0")
+    plan_tag = "envbench-test/namesake:the-plans"
+    try:
+        published = archs.known("2.14.1", "13.0")
+        assert published is not None and "sm_50" not in published.flags
+        assert gpufit.stack_archs(client, stack, plan_tag) == published
+        assert gpufit.stack_archs(client, stack, None) == published
+        client.images.get("envbench-test/namesake:old").tag("envbench-test/namesake",
+                                                            "the-plans")
+        assert gpufit.stack_archs(client, stack, plan_tag).flags == ("sm_50",)
+    finally:
+        for tag in ("envbench-test/namesake:old", plan_tag):
+            try:
+                client.images.remove(tag)
+            except docker.errors.ImageNotFound:
+                pass

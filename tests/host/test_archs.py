@@ -92,6 +92,21 @@ def test_a_toolkit_in_cdi_mode_and_a_hook_off_dockerds_path_are_named_with_their
         "dockerd cannot find nvidia-container-runtime-hook on its PATH")
 
 
+def test_cdi_devices_are_asked_for_as_dockers_cdi_driver_names_them():
+    (all_of_them,) = gpu.device_requests(-1, gpu.CDI)
+    assert all_of_them["Driver"] == "cdi" and all_of_them["DeviceIDs"] == ["nvidia.com/gpu=all"]
+    (two,) = gpu.device_requests(2, gpu.CDI)
+    assert two["DeviceIDs"] == ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]
+    (legacy,) = gpu.device_requests(1)
+    assert (legacy["Count"], legacy["Capabilities"], legacy["Driver"]) == (1, [["gpu"]], "")
+    # Docker 25+'s own CDI refusals, as the engine relays them, each with its fix.
+    missing = RuntimeError('500 Server Error ("could not select device driver: CDI device '
+                           'injection failed: unresolvable CDI devices nvidia.com/gpu=all")')
+    assert "nvidia-ctk cdi generate" in gpu.explain(missing)
+    off = RuntimeError('500 Server Error ("CDI is not enabled")')
+    assert '"cdi": true' in gpu.explain(off)
+
+
 def test_a_gpu_in_mig_mode_is_read_and_refused_before_building(tmp_path, monkeypatch):
     import os
     import stat

@@ -90,3 +90,9 @@ def test_auto_does_not_repeat_what_cannot_run_and_counts_only_clean_repeats():
     done = {A: _side(rng, 1.0, 3, 0.001),
             B: _side(rng, 1.0, 1, 0.001) + [_record([1.0] * 4, True)] * 2}
     assert decide.wanted(policy, done)[B] == 4
+    # A machine that stays busy: every repeat of B contended. Rounds stop at max_repeats,
+    # re-runs included, not at twice that.
+    busy = {A: _side(rng, 1.0, 6, 0.10), B: [_record([1.0] * 4, True)] * 6}
+    assert decide.wanted(policy, busy)[B] == 6
+    busy[B] = busy[B][:5]
+    assert decide.wanted(policy, busy)[B] == 6
