@@ -13,13 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from envbench.cells import dataset
+from envbench.cells import dataset, estimate
 from envbench.cells import expansion as cellmod
 from envbench.cells.expansion import QUICK
 from envbench.engine.host import Host
-from envbench.errors import UserError
-from envbench.images import dockerfile
-from envbench.images import lock as lockmod
 from envbench.matrix import models
 from envbench.matrix.models import Matrix
 from envbench.options import Options
@@ -31,27 +28,6 @@ from envbench.results.record import Result
 def _slot(environment: Any, target: Any, variant: dict[str, Any], quick: bool,
           repeat: Any) -> tuple[Any, ...]:
     return (environment, target, variant_text(variant), bool(quick), repeat)
-
-
-def _planned_tags(m: Matrix, names: set[str], matrix_dir: Path,
-                  locks_dir: Path) -> dict[str, str | None]:
-    """The image tag each environment builds today (None where it cannot be planned here,
-    e.g. an unset ${VAR} or no current lock: then any image of it is accepted)."""
-    tags: dict[str, str | None] = {}
-    for name in names:
-        env = m.environments[name]
-        try:
-            current = None
-            if env.source == "pip":
-                found = lockmod.status(name, env, matrix_dir, locks_dir)
-                current = found.lock
-                if found.state is not lockmod.LockState.CURRENT:
-                    tags[name] = None
-                    continue
-            tags[name] = dockerfile.plan(name, env, matrix_dir, current, m.needs_compiler).tag
-        except UserError:
-            tags[name] = None
-    return tags
 
 
 def expected_data(synthetic: bool, data_dir: Path | None) -> DataIdentity:
@@ -103,7 +79,7 @@ def current(loaded: list[Result], m: Matrix, cells: list[cellmod.Cell], syntheti
                for repeat in range(limit)}
     environments = {c.environment for c in cells}
     targets = {c.target for c in cells}
-    tags = _planned_tags(m, environments, matrix_dir, locks_dir)
+    tags = estimate.tags_to_run(m, sorted(environments), matrix_dir, locks_dir)
     data = expected_data(synthetic, data_dir)
     chosen: dict[tuple[Any, ...], Result] = {}
     left_out: list[tuple[str, str]] = []
