@@ -37,6 +37,8 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
             raise UserError("%s (%s) holds no valid results%s" % (
                 what, path, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
                 if skipped else ""))
+    for file, why in skipped_old + skipped_new:
+        print("left out %s: %s" % (file, why), file=out)
     changes = compare.compare(old, new, opts.threshold, opts.keep_contended)
     written = compare.render(changes, str(opts.old), str(opts.new), opts.threshold, opts.out,
                              skipped_old + skipped_new)

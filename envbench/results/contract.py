@@ -19,6 +19,7 @@ import jsonschema
 from jsonschema.exceptions import best_match
 
 from bench import result
+from envbench.results import crossfoot
 
 MAX_BYTES = 32 * 2**20  # a 5-epoch result is ~10 kB; a larger file is not one of ours
 MAX_DEPTH = 32
@@ -155,7 +156,12 @@ def load(path: Path) -> dict[str, Any]:
         if exc.errno == errno.ELOOP:
             raise InvalidResult("not a result: a symbolic link (results are plain files)")
         raise InvalidResult("cannot be read (%s)" % (exc.strerror or exc))
-    return check(parse(text))
+    record = check(parse(text))
+    # The schema holds each figure to its type and range; this holds them to each other.
+    problem = crossfoot.contradiction(record)
+    if problem is not None:
+        raise InvalidResult("its figures contradict each other: %s" % problem)
+    return record
 
 
 def upgrade_1(old: dict[str, Any]) -> dict[str, Any]:

@@ -54,11 +54,26 @@ def result_files(paths: list[Path]) -> list[Path]:
 
 
 def load_all(paths: list[Path]) -> tuple[list[Result], list[tuple[str, str]]]:
-    """Valid results from files and folders, and (file, reason) for each one left out."""
-    loaded, skipped = [], []
+    """Valid results from files and folders, and (file, reason) for each one left out.
+    Two files of one cell identity and repeat number are one repeat (a copy under another
+    name must not count twice): the later written is kept, the other left out naming it."""
+    loaded: dict[tuple[Identity, int], Result] = {}
+    skipped = []
     for path in result_files(paths):
         try:
-            loaded.append(Result.of(contract.load(path), path))
+            record = contract.load(path)
         except contract.InvalidResult as exc:
             skipped.append((str(path), str(exc)))
-    return loaded, skipped
+            continue
+        found = Result.of(record, path)
+        key = (identity.of_record(record), found.cell.repeat)
+        other = loaded.get(key)
+        if other is None:
+            loaded[key] = found
+            continue
+        keep, drop = (found, other) if found.written_at > other.written_at else (other, found)
+        loaded[key] = keep
+        skipped.append((str(drop.path), "the same cell and repeat (%d) as %s: one repeat, "
+                        "counted once" % (keep.cell.repeat,
+                                          keep.path.name if keep.path else "another file")))
+    return list(loaded.values()), skipped

@@ -47,6 +47,7 @@ def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Rand
               "pin_memory": "on" if device == "cuda" else "off",
               "non_blocking": "on" if device == "cuda" else "off", "profile": False,
               "probe": "off"}
+    config["epochs"] = 1 if quick else 5  # what bench ran: a quick cell runs one epoch
     record = result.new_record(config)
     record["status"] = "ok"
     record["model"] = dict(LENET_MODEL)
@@ -147,3 +148,32 @@ def write_set(folder: Path, hostile: bool = False, failed: bool = True) -> list[
 def viewed(records: list[dict[str, Any]]) -> list[Result]:
     """Records as the report reads them: checked by the contract, then the typed view."""
     return [Result.of(contract.check(copy.deepcopy(r))) for r in records]
+
+
+def refoot(record: dict) -> dict:
+    """After a test sets epoch walls by hand: the figures bench derives from them made to
+    agree again (the host leaves out a result whose figures contradict each other): as many
+    epochs as its config ran, numbered, samples/s, phases in the same shares of the wall,
+    and the summary."""
+    epochs = record["epochs"]
+    wanted = record["config"]["epochs"]
+    while len(epochs) < wanted:
+        epochs.append(copy.deepcopy(epochs[-1]))
+    del epochs[wanted:]
+    limit = record["config"].get("limit")
+    for number, epoch in enumerate(epochs):
+        wall = epoch["wall_s"]
+        if limit is not None:
+            epoch["samples"] = min(epoch["samples"], limit)
+        total = sum(epoch["phases_s"].values()) or 1.0
+        epoch["epoch"] = number
+        epoch["samples_per_s"] = round(epoch["samples"] / wall, 3)
+        epoch["phases_s"] = {k: round(v / total * wall * 0.97, 6)
+                             for k, v in epoch["phases_s"].items()}
+    steady = epochs[1:] or epochs
+    record["summary"].update(
+        epoch_s_median=statistics.median(e["wall_s"] for e in steady),
+        first_epoch_s=epochs[0]["wall_s"],
+        samples_per_s=statistics.median(e["samples_per_s"] for e in steady),
+        final_test_acc=epochs[-1]["test_acc"])
+    return record

@@ -298,8 +298,11 @@ def _steady_pair(tmp_path, factor: float) -> tuple[Path, Path]:
         for repeat in range(3):
             r = make_record("a", "cpu", 256, repeat, rng)
             for epoch in r["epochs"]:
-                epoch["wall_s"] = 10.0 * scale * (1 + rng.uniform(-0.001, 0.001))
-            records.append(scaled(r, 1.0))  # the summary follows the epochs
+                wall = 10.0 * scale * (1 + rng.uniform(-0.001, 0.001))
+                epoch["phases_s"] = {k: v * wall / epoch["wall_s"]
+                                     for k, v in epoch["phases_s"].items()}
+                epoch["wall_s"] = wall
+            records.append(scaled(r, 1.0))  # rates and the summary follow the epochs
         runs.append(write(tmp_path / name, records))
     return runs[0], runs[1]
 

@@ -1,7 +1,7 @@
 """Which stored results count as done (resume), and host-written failure records."""
 from __future__ import annotations
 
-from report_fixture import LENET_MODEL
+from report_fixture import LENET_MODEL, refoot
 from test_matrix import GOOD
 
 from envbench.cells import expansion, records
@@ -29,8 +29,7 @@ def stored(tmp_path, image_id="sha256:abc", status="ok", host_cpus=2):
                              "phases_s": {"data": 0.1, "h2d": 0.0, "forward": 0.3,
                                           "backward": 0.4, "optimizer": 0.1},
                              "train_loss": 2.3, "test_acc": 0.1, "test_s": 0.1}]
-        record["summary"].update(epoch_s_median=1.0, first_epoch_s=1.0, samples_per_s=10.0,
-                                 final_test_acc=0.1)
+        refoot(record)  # as many epochs as the cell's config runs, and its summary
     records.annotate(record, p, M.targets["cpu"], {"id": image_id, "tag": "t"}, None, price=0.1)
     path = records.save(tmp_path, p, record)
     return p, store.read(path)

@@ -1,0 +1,212 @@
+"""A result whose figures contradict each other is not a measurement: it is left out on read,
+with its reason and file, from the report and from compare; a copy of a result is one repeat.
+Hostile files are written to disk and read back through the same path as any result."""
+from __future__ import annotations
+
+import copy
+import json
+import random
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from report_fixture import make_record
+
+from bench import result
+from envbench.report import compare, pages
+from envbench.results import contract, crossfoot, store
+
+
+def consistent(seed: int, target: str = "cpu", quick: bool = False) -> dict:
+    record = make_record("a", target, 256, 0, random.Random(seed), quick=quick)
+    record["run_s"] = round(sum(e["wall_s"] + e["test_s"] for e in record["epochs"]) + 9.0, 3)
+    record["host_s"] = round(record["run_s"] + 0.8, 3)
+    return record
+
+
+def two_sides(folder: Path, factor: float, seed: int = 3) -> list[Path]:
+    """Three repeats of one cell on two stacks, `b` taking `factor` times as long."""
+    rng = random.Random(seed)
+    paths = []
+    for env, scale in (("a", 1.0), ("b", factor)):
+        for repeat in range(3):
+            record = make_record(env, "cpu", 256, repeat, rng, factor=scale)
+            path = folder / ("%s-r%d.json" % (env, repeat))
+            result.write_atomic(str(path), record)
+            paths.append(path)
+    return paths
+
+
+def edit(path: Path, change) -> None:
+    record = json.loads(path.read_text())
+    change(record)
+    path.write_text(json.dumps(record))
+
+
+def test_a_consistent_result_from_the_fixture_and_from_bench_passes():
+    for seed, target, quick in ((1, "cpu", False), (2, "gpu", False), (3, "cpu", True)):
+        assert crossfoot.contradiction(consistent(seed, target, quick)) is None
+
+
+def test_walls_divided_by_ten_give_no_verdict_and_are_named_as_left_out(tmp_path):
+    """The review's first example: the page said "18.48x faster (16.48-25.09)"."""
+    folder = tmp_path / "results"
+    paths = two_sides(folder, 1.0)
+    for path in paths[3:]:
+        edit(path, lambda r: [e.update(wall_s=e["wall_s"] / 10) for e in r["epochs"]])
+    loaded, skipped = store.load_all([folder])
+    assert {r.cell.environment for r in loaded} == {"a"}
+    assert sorted(Path(f).name for f, _ in skipped) == ["b-r0.json", "b-r1.json", "b-r2.json"]
+    for _, why in skipped:
+        assert why.startswith("its figures contradict each other: epoch 0: ")
+        assert "samples/s, but it says" in why
+    written = pages.render_files([folder], tmp_path / "out")
+    page, summary = written["html"].read_text(), written["md"].read_text()
+    assert "faster" not in summary  # one environment left: no verdict at all
+    for text in (page, summary):
+        assert "b-r0.json" in text and "contradict each other" in text
+
+
+def test_a_summary_that_disagrees_with_its_epochs_is_left_out(tmp_path):
+    """"3.72x faster (1.22-1.26)": the headline from the summary, the interval from the
+    epochs. Now the summary must be the median of the epochs it summarises."""
+    folder = tmp_path / "results"
+    paths = two_sides(folder, 1.24)
+    edit(paths[4], lambda r: r["summary"].update(epoch_s_median=r["summary"]
+                                                 ["epoch_s_median"] * 3))
+    loaded, skipped = store.load_all([folder])
+    ((name, why),) = skipped
+    assert Path(name).name == "b-r1.json"
+    assert "summary's epoch_s_median is" in why and "median of its steady epochs" in why
+    assert sorted(r.path.name for r in loaded if r.path) == [
+        "a-r0.json", "a-r1.json", "a-r2.json", "b-r0.json", "b-r2.json"]
+
+
+def test_phases_summing_to_three_times_the_wall_are_left_out(tmp_path):
+    folder = tmp_path / "results"
+    paths = two_sides(folder, 1.0)
+
+    def triple(r):
+        e = r["epochs"][2]
+        e["phases_s"] = {k: v * 3 for k, v in e["phases_s"].items()}
+    edit(paths[0], triple)
+    _, skipped = store.load_all([folder])
+    ((name, why),) = skipped
+    assert "epoch 2: its phases add up to" in why and "more than its wall" in why
+
+
+def test_a_copy_of_a_result_under_another_name_is_one_repeat(tmp_path):
+    """One repeat a side copied twice must not make three: no interval, no verdict."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    rng = random.Random(5)
+    for folder, factor in ((old, 1.0), (new, 2.0)):
+        record = make_record("a", "cpu", 256, 0, rng, factor=factor)
+        result.write_atomic(str(folder / "r0.json"), record)
+        for copy_name in ("r0-copy.json", "r1-really.json"):
+            shutil.copyfile(folder / "r0.json", folder / copy_name)
+    loaded, skipped = store.load_all([new])
+    assert len(loaded) == 1 and len(skipped) == 2
+    for _, why in skipped:
+        assert why.startswith("the same cell and repeat (0) as ")
+        assert why.endswith(": one repeat, counted once")
+    (change,) = compare.compare(store.load_all([old])[0], loaded)
+    assert change.ci is None and change.flag.startswith("no interval")
+    page = pages.render_files([new], tmp_path / "out")["html"].read_text()
+    assert "one repeat, counted once" in page
+
+
+def test_compare_names_the_contradicting_file_it_leaves_out(tmp_path):
+    import subprocess
+    import sys
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    two_sides(old, 1.0)
+    paths = two_sides(new, 1.0)
+    edit(paths[1], lambda r: r["epochs"].pop())  # four epochs where the config ran five
+    proc = subprocess.run([sys.executable, "-m", "envbench", "compare", str(old), str(new),
+                           "--out", str(tmp_path / "cmp")], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "a-r1.json" in text and "holds 4 epochs, but its config asked for 5" in text
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_stored_result_that_contradicts_itself_is_run_again_not_reused(tmp_path):
+    path = tmp_path / "r.json"
+    record = consistent(7)
+    record["summary"]["samples_per_s"] *= 2
+    result.write_atomic(str(path), record)
+    assert store.read(path) is None  # a resume runs the cell again
+    with pytest.raises(contract.InvalidResult, match="summary's samples_per_s"):
+        contract.load(path)
+
+
+# --- one field at a time: every perturbation beyond its tolerance is caught -------------
+
+def _scale(path, factor):
+    def change(r):
+        holder, key = path(r)
+        holder[key] = holder[key] * factor
+    return change
+
+
+def _shrunk(value, factor):
+    """``value`` made shorter by ``factor`` (below 1) or by its inverse (above 1)."""
+    return value * (factor if factor < 1 else 1 / factor)
+
+
+PERTURBATIONS = {
+    "an epoch's wall": lambda i, k: _scale(lambda r: (r["epochs"][i], "wall_s"), k),
+    "an epoch's samples/s": lambda i, k: _scale(lambda r: (r["epochs"][i], "samples_per_s"), k),
+    "an epoch's samples": lambda i, k: lambda r: r["epochs"][i].update(
+        samples=max(1, round(r["epochs"][i]["samples"] * k))),
+    "the summary's median": lambda i, k: _scale(lambda r: (r["summary"], "epoch_s_median"), k),
+    "the summary's first epoch": lambda i, k: _scale(lambda r: (r["summary"], "first_epoch_s"),
+                                                     k),
+    "the summary's samples/s": lambda i, k: _scale(lambda r: (r["summary"], "samples_per_s"), k),
+    "a phase": lambda i, k: lambda r: r["epochs"][i]["phases_s"].update(
+        backward=r["epochs"][i]["phases_s"]["backward"] + r["epochs"][i]["wall_s"] * (1 + k)),
+    "the final accuracy": lambda i, k: lambda r: r["summary"].update(
+        final_test_acc=round(r["summary"]["final_test_acc"] + 0.001 * k, 6) % 1.0),
+    "an epoch's number": lambda i, k: lambda r: r["epochs"][i].update(epoch=i + 1),
+    "an epoch dropped": lambda i, k: lambda r: r["epochs"].pop(i),
+    "bench's run": lambda i, k: lambda r: r.update(run_s=_shrunk(sum(
+        e["wall_s"] + e["test_s"] for e in r["epochs"]), k)),
+    "the host's wall": lambda i, k: lambda r: r.update(host_s=r["run_s"] / (1 + k)),
+    "the written time": lambda i, k: lambda r: r.update(written_at=(
+        datetime.now(timezone.utc) + timedelta(days=2 + k)).isoformat()),
+}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), target=st.sampled_from(["cpu", "gpu"]),
+       field=st.sampled_from(sorted(PERTURBATIONS)), epoch=st.integers(0, 4),
+       factor=st.one_of(st.floats(0.05, 0.95), st.floats(1.05, 20.0)))
+def test_every_single_perturbation_beyond_tolerance_is_caught(seed, target, field, epoch,
+                                                              factor):
+    record = consistent(seed, target)
+    assert crossfoot.contradiction(record) is None
+    assert contract.problems(record) == []
+    changed = copy.deepcopy(record)
+    PERTURBATIONS[field](epoch, factor)(changed)
+    if changed == record:
+        return  # e.g. an accuracy moved by a whole turn: nothing to catch
+    assert crossfoot.contradiction(changed) is not None, (field, epoch, factor)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 10**6), target=st.sampled_from(["cpu", "gpu"]),
+       quick=st.booleans(), jitter=st.floats(0.995, 1.005))
+def test_every_consistent_result_passes_even_with_rounding_jitter(seed, target, quick, jitter):
+    """Within the tolerances: bench's own rounding, a sample rate off by half a percent."""
+    record = consistent(seed, target, quick)
+    for e in record["epochs"]:
+        e["samples_per_s"] = round(e["samples_per_s"] * jitter, 3)
+    steady = record["epochs"][1:] or record["epochs"]
+    import statistics
+    record["summary"]["samples_per_s"] = statistics.median(e["samples_per_s"] for e in steady)
+    assert crossfoot.contradiction(record) is None
