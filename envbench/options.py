@@ -7,6 +7,7 @@ An option is added in one place (``OPTIONS``) and given to the commands that tak
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -89,6 +90,25 @@ class Option:
     argparse: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _fraction(low_open: bool, high_open: bool, example: str) -> Any:
+    """An argparse type: a finite number between 0 and 1, each end open or closed as said
+    (nan, inf, -0.5 and 1.5 are refused with one sentence, before anything is read)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        low_ok = value > 0 if low_open else value >= 0
+        high_ok = value < 1 if high_open else value <= 1
+        if not (math.isfinite(value) and low_ok and high_ok):
+            raise argparse.ArgumentTypeError(
+                "%r is not a fraction %s 0 and %s 1 (%s)" % (
+                    text[:40], "above" if low_open else "from",
+                    "below" if high_open else "up to", example))
+        return value
+    return parse
+
+
 def _options(*defined: Option) -> dict[str, Option]:
     return {option.name: option for option in defined}
 
@@ -125,14 +145,16 @@ OPTIONS = _options(
     Option("baseline_env", "--baseline-env", "environment the head-to-head compares against "
            "(default: the write-up's stack where present, else the first)", {"metavar": "ENV"}),
     Option("target_accuracy", "--target-accuracy", "accuracy for 'time to accuracy' (default: "
-           "the matrix's, as recorded in the results)", {"type": float, "metavar": "ACC"}),
+           "the matrix's, as recorded in the results)",
+           {"type": _fraction(True, False, "0.5 is 50%"), "metavar": "ACC"}),
     Option("keep_contended", "--keep-contended", "take repeats that ran contended (another "
            "process on their cores, a throttling GPU) into figures and verdicts too, as the "
            "kit did before it sensed them", {"action": "store_true"}),
     Option("old", None, "the earlier run's results (folder or file)", {"type": Path}),
     Option("new", None, "the later run's results", {"type": Path}),
     Option("threshold", "--threshold", "flag a change only when its interval lies wholly "
-           "beyond this (default 0.05: 5%%)", {"type": float, "metavar": "FRACTION"}),
+           "beyond this (default 0.05: 5%%)",
+           {"type": _fraction(False, True, "0.05 is 5%"), "metavar": "FRACTION"}),
     Option("fail_on_regression", "--fail-on-regression", "exit 1 when a cell regressed, or "
            "failed or is missing in NEW though OLD measured it (for CI)",
            {"action": "store_true"}),

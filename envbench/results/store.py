@@ -2,10 +2,12 @@
 them through the contract, and the record the host writes when bench could write none."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from bench import result
+from envbench.errors import UserError
 from envbench.results import contract, identity
 from envbench.results.identity import Identity
 from envbench.results.record import Result
@@ -45,11 +47,40 @@ def write(path: Path, record: dict[str, Any]) -> None:
     result.write_atomic(str(path), record)
 
 
+# Folders a search for results never enters: the kernel's views (a walk of / would read
+# /proc for minutes, and its entries vanish mid-walk), and a run's per-cell folders, which
+# come and go while cells run and hold nothing the host has taken across.
+NEVER_ENTERED = (Path("/proc"), Path("/sys"), Path("/dev"))
+CELL_FOLDERS = ".cells"
+MAX_ENTRIES = 200_000  # a reports folder of a thousand runs holds a few thousand
+
+
 def result_files(paths: list[Path]) -> list[Path]:
-    """The result files among ``paths``: files as given, folders searched for *.json."""
+    """The result files among ``paths``: files as given, folders searched for *.json
+    without following links, skipping what vanishes mid-walk, and refused past MAX_ENTRIES
+    entries (`report /` must not read the machine)."""
     files: list[Path] = []
     for path in paths:
-        files.extend(sorted(path.rglob("*.json")) if path.is_dir() else [path])
+        if not path.is_dir():
+            files.append(path)
+            continue
+        real = path.resolve()
+        if any(real == top or top in real.parents for top in NEVER_ENTERED):
+            raise UserError("%s is the kernel's view of the machine, not a folder of results"
+                            % path)
+        found: list[Path] = []
+        seen = 0
+        for root, dirs, names in os.walk(path, onerror=lambda _: None, followlinks=False):
+            here = Path(root)
+            dirs[:] = [d for d in dirs if d != CELL_FOLDERS
+                       and (here / d).resolve() not in NEVER_ENTERED]
+            seen += len(dirs) + len(names)
+            if seen > MAX_ENTRIES:
+                raise UserError("%s holds more than %d entries: give the folder of results "
+                                "(e.g. reports/results), not one above it" % (path,
+                                                                              MAX_ENTRIES))
+            found.extend(here / n for n in names if n.endswith(".json"))
+        files.extend(sorted(found))
     return files
 
 
