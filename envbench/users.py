@@ -3,11 +3,15 @@ them follows. Under sudo the kit changes the owner of nothing it did not create 
 and never through a symbolic link."""
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from bench.result import write_text_atomic
+from envbench.errors import UserError
 
 
 def host_user() -> str:
@@ -38,6 +42,51 @@ def write_text(path: Path, text: str) -> None:
     prepare_dirs(path.parent)
     write_text_atomic(str(path), text)
     own(path)
+
+
+def write_together(files: list[tuple[Path, str]], what: str) -> None:
+    """Several output files as one (a report's page, summary and CSV): each written to a
+    temporary file beside it, then all renamed. A disk that fills, or a folder that is a
+    file, leaves every earlier file as it was and is said in one sentence (UserError)."""
+    written: list[tuple[str, Path]] = []
+    try:
+        for path, text in files:
+            if path.parent.exists() and not path.parent.is_dir():
+                raise UserError("%s is a file, not a folder: give a folder to write %s into"
+                                % (path.parent, what))
+            prepare_dirs(path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+            written.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        for tmp, path in written:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+            own(path)
+        written = []
+    except OSError as exc:
+        folder = files[0][0].parent
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise UserError("no space left to write %s into %s (%.1f MB free there): the files "
+                            "already there are as they were; free space and run it again"
+                            % (what, folder, _free_mb(folder)))
+        if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+            raise UserError("%s is not a folder (%s): give a folder to write %s into"
+                            % (folder, exc.strerror, what))
+        raise
+    finally:
+        for tmp, _ in written:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _free_mb(folder: Path) -> float:
+    try:
+        return shutil.disk_usage(folder).free / 1e6
+    except OSError:
+        return 0.0
 
 
 def own_like_folder(path: Path, tree: bool = False) -> None:

@@ -1,6 +1,8 @@
 """One cell in one container: locked down, resources from the target, GPUs where it has them."""
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 import tempfile
 import threading
@@ -20,6 +22,7 @@ from envbench.cells.sensors import Sensors
 from envbench.engine import connection, gpu
 from envbench.engine.connection import ENGINE_ERRORS, explain
 from envbench.engine.sandbox import locked_down
+from envbench.errors import UserError
 from envbench.matrix.models import Target
 from envbench.matrix.workloads import WorkloadPlan
 from envbench.results import store
@@ -48,8 +51,53 @@ def cell_folder(mounts: Mounts) -> Path:
     return folder
 
 
+KEPT_PREFIX = "kept-"  # a cell folder whose finished result could not be saved (disk full)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class ResultKept(UserError):
+    """The disk filled as a finished cell's result was being saved: its folder is kept."""
+
+
+def kept_result(cells_dir: Path, out_name: str) -> Path | None:
+    """A finished result an earlier run kept for lack of disk (see run_cell), if any."""
+    if not cells_dir.is_dir() or cells_dir.is_symlink():
+        return None
+    for folder in sorted(cells_dir.glob(KEPT_PREFIX + "*")):
+        path = folder / out_name
+        if folder.is_dir() and not folder.is_symlink() and path.is_file() \
+                and not path.is_symlink():
+            return path
+    return None
+
+
+def _keep(folder: Path, out_name: str, stem: str, exc: OSError, full: Path) -> ResultKept:
+    """Rename the cell's folder (a rename takes no space) so that no clean-up removes it,
+    and say in one sentence where the result is and what to free. ``full``: a folder on the
+    disk that filled (the file the write failed on, where the error names it)."""
+    kept = folder.with_name(KEPT_PREFIX + folder.name)
+    try:
+        os.replace(folder, kept)
+    except OSError:
+        kept = folder
+    if exc.filename:
+        full = Path(os.fsdecode(exc.filename)).parent
+    try:
+        free = "%.1f MB free" % (shutil.disk_usage(full).free / 1e6)
+    except OSError:
+        free = "its free space unknown"
+    saved = kept / out_name
+    where = ("bench's record of it is kept as %s" % saved if saved.is_file() else
+             "bench could not write its record either")
+    return ResultKept("no space left to save the result of %s (%s on the disk of %s, %s): "
+                      "%s; free space there and run the same command again, which takes the "
+                      "kept result in instead of running the cell again"
+                      % (stem, exc.strerror or exc, full, free, where))
+
+
 def remove_cell_folders(cells_dir: Path) -> int:
     """Remove what cells of earlier runs left (a killed run); the caller holds the run lock.
+    Folders kept for a result that the disk had no room for stay (see kept_result).
     Returns how many folders there were."""
     if not cells_dir.is_dir() or cells_dir.is_symlink():
         return 0
@@ -130,20 +178,33 @@ def _follow(container: Any, on_line: Callable[[str], None]) -> threading.Thread:
 def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any],
              target: Target, resources: Resources, image: Any, mounts: Mounts,
              out_name: str, on_line: Callable[[str], None] | None = None,
-             workload: WorkloadPlan | None = None, gpu_mode: str = gpu.GPUS) -> dict[str, Any]:
+             workload: WorkloadPlan | None = None, gpu_mode: str = gpu.GPUS,
+             finish: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
     """Run one cell; return its record (bench's own, or the host's account of the failure).
 
     ``args`` is bench's command line, writing ``out_name`` under /results in the container:
     an empty folder of this cell's own, from which only that file is read (through the
-    result contract) and then the folder is removed. The caller saves the record.
-    ``config`` is what bench records for it, used when bench records nothing.
+    result contract). ``finish`` (the caller's save) runs before the folder is removed: a
+    disk that fills while it saves leaves the folder, renamed kept-…, holding bench's record,
+    and ResultKept says where. ``config`` is what bench records for it, used when bench
+    records nothing.
     """
     folder = cell_folder(mounts)
+    keep = False
     try:
-        return _run_in(client, args, config, target, resources, image, mounts, folder,
-                       out_name, on_line, workload, gpu_mode)
+        record = _run_in(client, args, config, target, resources, image, mounts, folder,
+                         out_name, on_line, workload, gpu_mode)
+        if finish is not None:
+            finish(record)
+        return record
+    except OSError as exc:  # the log, a trace or the record found the disk full
+        if exc.errno not in DISK_FULL:
+            raise
+        keep = True
+        raise _keep(folder, out_name, Path(out_name).stem, exc, mounts.results_dir) from None
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any],

@@ -4,6 +4,7 @@ one sentence, before any build."""
 from __future__ import annotations
 
 import itertools
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,21 +156,46 @@ class _Session:
         if store.is_current(stored, p.identity):
             assert stored is not None
             return stored, "cached " + summary.figure(stored)
+        kept = containerrun.kept_result(self.mounts.cells_dir, path.name)
+        taken = self._take_kept(p, target, built.record, kept) if kept is not None else None
+        if taken is not None:
+            return taken, "taken from the run that filled the disk: " + summary.figure(taken)
         problem = self._gpu_problem(cell, p.resources, built.image)
         if problem:
             return self._failed(p, "GpuUnavailable", problem, built.record), "failed: " + problem
         started = time.perf_counter()
+
+        def finish(record: dict[str, Any]) -> None:
+            """Before the cell's folder goes: the host's sections, then the saved file."""
+            record["host_s"] = round(time.perf_counter() - started, 3)
+            if record.get("run_s") is not None:
+                self.overheads.append(record["host_s"] - record["run_s"])
+            records.annotate(record, p, target, built.record,
+                             self.matrix.benchmark.target_accuracy, order=self.order)
+            records.save(self.opts.results_dir, p, record)
+
         record = containerrun.run_cell(self.client, p.command(), p.config, target,
                                        p.resources, built.image, self.mounts, path.name,
                                        self.on_line, cell.workload,
-                                       self.gpu_modes.get(cell.environment, gpu.GPUS))
-        record["host_s"] = round(time.perf_counter() - started, 3)
-        if record.get("run_s") is not None:
-            self.overheads.append(record["host_s"] - record["run_s"])
-        records.annotate(record, p, target, built.record, self.matrix.benchmark.target_accuracy,
-                         order=self.order)
-        records.save(self.opts.results_dir, p, record)
+                                       self.gpu_modes.get(cell.environment, gpu.GPUS),
+                                       finish)
         return record, summary.figure(record)
+
+    def _take_kept(self, p: cellmod.Prepared, target: models.Target, image: dict[str, Any],
+                   kept: Path) -> dict[str, Any] | None:
+        """A result an earlier run finished but had no disk to save: taken in now, its
+        sensors' readings marked lost, instead of running the cell again (None: not a valid
+        result after all, so the cell runs)."""
+        record = store.read(kept)
+        if record is not None:
+            record["noise"] = {"contended": False, "reasons": [], "host": None, "gpu": None,
+                               "unavailable": "the host's sensor readings were lost when the "
+                                              "disk filled as this result was saved"}
+            records.annotate(record, p, target, image, self.matrix.benchmark.target_accuracy,
+                             order=self.order)
+            records.save(self.opts.results_dir, p, record)
+        shutil.rmtree(kept.parent, ignore_errors=True)
+        return record
 
     def _gpu_problem(self, cell: cellmod.Cell, res: resources.Resources,
                      image: Any) -> str | None:

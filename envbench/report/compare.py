@@ -101,7 +101,6 @@ def render(changes: list[Change], old: str, new: str, threshold: float, out: Pat
                "improvements": sum(c.flag == "improvement" for c in changes)}
     written = {"html": out / "compare.html", "md": out / "compare.md"}
     html = templating.html_env().get_template("compare.html.j2").render(**context)
-    users.write_text(written["html"], html)
     md = templating.markdown_env().get_template("compare.md.j2").render(**context)
-    users.write_text(written["md"], md)
+    users.write_together([(written["html"], html), (written["md"], md)], "the comparison")
     return written

@@ -137,10 +137,11 @@ def render(records: list[Result], skipped: list[tuple[str, str]], out: Path,
     context["folded"] = {m.section for m in context["not_measured"]}
     written = {"html": out / "index.html", "md": out / "summary.md", "csv": out / "results.csv"}
     html = templating.html_env().get_template("report.html.j2").render(**context)
-    users.write_text(written["html"], html)  # under sudo, the caller's, like the results
     md = templating.markdown_env().get_template("summary.md.j2").render(**context)
-    users.write_text(written["md"], md)
-    users.write_text(written["csv"], csvfile.text(context["groups"]))
+    # All three or none: a full disk leaves the earlier report whole. Under sudo the
+    # caller's, like the results.
+    users.write_together([(written["html"], html), (written["md"], md),
+                          (written["csv"], csvfile.text(context["groups"]))], "the report")
     return written
 
 

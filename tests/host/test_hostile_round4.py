@@ -128,3 +128,58 @@ def test_a_report_over_folders_that_come_and_go_reads_what_stays(tmp_path, monke
     monkeypatch.setattr(os, "walk", walk_that_loses_folders)
     loaded, _ = store.load_all([reports])
     assert len(loaded) == 3 and not other.exists()
+
+
+# --- a finished result, a report, never lost ---------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real file system of 256 kB (a tmpfs): room for one report, then filled."""
+    if os.getuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                   check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def fill(folder: Path) -> None:
+    with (folder / "filler").open("wb", buffering=0) as f:
+        try:
+            while f.write(b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+
+
+def test_a_report_onto_a_full_disk_is_one_sentence_and_the_old_report_stays_whole(
+        tmp_path, small_disk):
+    run = a_run(tmp_path / "run")
+    out = small_disk / "report"
+    first = envbench("report", run, "--out", out)
+    assert first.returncode == 0, first.stderr
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(before) == {"index.html", "summary.md", "results.csv"}
+    fill(small_disk)
+    again = envbench("report", run, "--out", out, "--baseline", "cpu")
+    assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr
+    (line,) = again.stderr.strip().splitlines()
+    assert line.startswith("error: no space left to write the report into %s (0.0 MB free "
+                           "there): the files already there are as they were" % out), line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporary left
+    cmp = envbench("compare", run, run, "--out", small_disk / "cmp")
+    assert cmp.returncode == 1 and "no space left to write the comparison" in cmp.stderr
+
+
+def test_out_naming_a_file_is_one_sentence(tmp_path):
+    run = a_run(tmp_path / "run")
+    (tmp_path / "a-file").write_text("mine\n")
+    for verb in (("report", run), ("compare", run, run)):
+        proc = envbench(*verb, "--out", tmp_path / "a-file")
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "%s is a file, not a folder" % (tmp_path / "a-file") in proc.stderr
+    assert (tmp_path / "a-file").read_text() == "mine\n"
