@@ -9,9 +9,9 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from envbench import cache, download, users
+from envbench import cache, download, files, users
 from envbench.errors import UserError
 from envbench.results.identity import SYNTHETIC, DataIdentity
 
@@ -29,14 +29,31 @@ def is_ready(root: Path) -> bool:
     return all((root / FOLDER / name).is_file() for name in FILES)
 
 
+# The largest file of each kind: CIFAR-10's archive is 170,498,071 bytes, a batch 31 MB.
+MAX_ARCHIVE_BYTES = 200 * 10**6
+MAX_BATCH_BYTES = 64 * 10**6
+
+
+def _hash_regular(path: Path, cap: int, algorithm: Any) -> str:
+    """``algorithm``'s digest of a regular file of at most ``cap`` bytes, opened without
+    following a link (a link to /dev/zero, or a planted sparse terabyte, is refused, never
+    hashed for ever); UserError naming the file and what to do otherwise."""
+    try:
+        with files.regular(path, cap) as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                algorithm.update(block)
+    except files.Unreadable as exc:
+        raise UserError("%s is %s: it is not CIFAR-10's; remove it and run `nox -s data` "
+                        "again" % (path, exc))
+    return str(algorithm.hexdigest())
+
+
 def digest(root: Path) -> str:
     """sha256 of the data set's files (names and bytes): which data a result was measured on."""
     sha = hashlib.sha256()
     for name in FILES:
         sha.update(name.encode() + b"\0")
-        with (root / FOLDER / name).open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                sha.update(block)
+        _hash_regular(root / FOLDER / name, MAX_BATCH_BYTES, sha)
     return sha.hexdigest()
 
 
@@ -46,11 +63,8 @@ def identity_of(root: Path | None) -> DataIdentity:
 
 
 def md5sum(path: Path) -> str:
-    digest = hashlib.md5()  # noqa: S324 - the data set publishes an md5, not a security check
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    # The data set publishes an md5, not a security check.
+    return _hash_regular(path, MAX_ARCHIVE_BYTES, hashlib.md5())  # noqa: S324
 
 
 def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
@@ -62,8 +76,17 @@ def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
         return root
     users.cache_dirs(root)
     # One download at a time into a folder: a second run waits, then finds it ready.
-    with open(root / ".fetch.lock", "a") as lock:
-        users.own_like_folder(root / ".fetch.lock")
+    # Never through a link: in a shared cache, a link planted as .fetch.lock would have the
+    # kit (maybe root) create a file at its target.
+    lock_path = root / ".fetch.lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise UserError("%s cannot be opened as the download's lock (%s%s): remove it and run "
+                        "again" % (lock_path, exc.strerror, ", a symbolic link"
+                                   if lock_path.is_symlink() else ""))
+    with os.fdopen(fd, "r+") as lock:
+        users.own_like_folder(lock_path)
         fcntl.flock(lock, fcntl.LOCK_EX)
         if is_ready(root):
             print("CIFAR-10 is in %s" % root, file=out)
@@ -74,7 +97,7 @@ def fetch(root: Path | None = None, url: str = URL, md5: str = MD5,
 def _fetch_holding_the_lock(root: Path, url: str, md5: str, out: TextIO,
                             timeout: float) -> Path:
     archive = root / "cifar-10-python.tar.gz"
-    if not archive.exists() or md5sum(archive) != md5:
+    if not (archive.exists() or archive.is_symlink()) or md5sum(archive) != md5:
         print("downloading %s" % url, file=out, flush=True)
         partial = Path(tempfile.mkstemp(dir=root, suffix=".part")[1])
         try:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-from envbench import users
+from envbench import files, users
 from envbench.errors import UserError
 from envbench.matrix import sources
 from envbench.matrix.models import Environment
@@ -159,7 +159,8 @@ MAX_WHEEL_BYTES = 8 * 10**9  # the largest CUDA wheels are about 3 GB
 def _wheel(entry: Any, package: dict[str, Any], where: str) -> Wheel:
     """One lock entry, checked before any of it names a file or a download: a lock comes
     from a file anyone can change in a pull request."""
-    label = "%s: %s %s" % (where, package.get("name"), package.get("version"))
+    label = "%s: %s %s" % (where, str(package.get("name"))[:60],
+                           str(package.get("version"))[:30])
     if not isinstance(entry, dict):
         raise UserError("%s: a wheel entry is not a table" % label)
     sha256 = (entry.get("hashes") or {}).get("sha256")
@@ -194,9 +195,13 @@ def _wheels(data: dict[str, Any], where: str) -> tuple[Wheel, ...]:
         if not isinstance(package, dict):
             raise UserError("%s: a [[packages]] entry is not a table" % where)
         entries = package.get("wheels") or []
+        if not isinstance(entries, list):
+            raise UserError("%s: %s's wheels is not a list of tables" % (
+                where, str(package.get("name"))[:60]))
         if not entries:
             raise UserError("%s: %s %s has no wheel (only wheels are installed)"
-                            % (where, package.get("name"), package.get("version")))
+                            % (where, str(package.get("name"))[:60],
+                               str(package.get("version"))[:30]))
         wheels.extend(_wheel(entry, package, where) for entry in entries)
     return tuple(wheels)
 
@@ -235,13 +240,20 @@ def write(name: str, env: Environment, matrix_dir: Path, locks_dir: Path,
     return read(path)
 
 
+MAX_LOCK_BYTES = 16 << 20  # a CUDA stack's lock is about 20 kB
+
+
 def read(path: Path) -> Lock:
     try:
-        raw = path.read_bytes()
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raw = files.read_regular(path, MAX_LOCK_BYTES)
+        data = tomllib.loads(files.decode_utf8(raw))
+    except (files.Unreadable, tomllib.TOMLDecodeError) as exc:
         raise UserError("%s: not a readable lock (%s); run `nox -s lock`" % (path, exc))
-    tool = (data.get("tool") or {}).get("envbench") or {}
+    tool = data.get("tool")
+    tool = tool.get("envbench") if isinstance(tool, dict) else None
+    if not isinstance(data.get("packages", []), list):
+        raise UserError("%s: packages is not a list of [[packages]] tables; run `nox -s lock`"
+                        % path)
     if not isinstance(tool, dict) or not isinstance(tool.get("inputs-sha256"), str):
         raise UserError("%s: not an envbench lock (no [tool.envbench] inputs-sha256); run "
                         "`nox -s lock`" % path)

@@ -149,6 +149,8 @@ def ensure(lock: Lock, wheelhouse: Path | None, out: TextIO = sys.stdout,
            root: Path | None = None, index_url: str | None = None) -> list[Path]:
     """Every wheel of the lock in the cache, fetched where missing; their cache paths."""
     root = root or cache.root()
+    for wheel in lock.wheels:
+        _drop_if_not_it(wheel, root, out)
     missing = [w for w in lock.wheels if not path_for(w, root).is_file()]
     if missing:
         total = sum(w.size or 0 for w in missing)
@@ -163,6 +165,27 @@ def ensure(lock: Lock, wheelhouse: Path | None, out: TextIO = sys.stdout,
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _drop_if_not_it(wheel: Wheel, root: Path, out: TextIO) -> None:
+    """A cached file that cannot be the locked wheel (a link, not a regular file, or another
+    size than the lock's) is removed, so that it is fetched again and hash-checked: the
+    cache is shared, and what lies there is read (its torch version) before any build."""
+    path = path_for(wheel, root)
+    if not (path.exists() or path.is_symlink()):
+        return
+    wrong = None
+    if path.is_symlink() or not path.is_file():
+        wrong = "not a regular file"
+    elif wheel.size is not None and path.stat().st_size != wheel.size:
+        wrong = "%d bytes, the lock says %d" % (path.stat().st_size, wheel.size)
+    if wrong is not None:
+        print("%s in the wheel cache is %s: fetching it again" % (wheel.filename, wrong),
+              file=out, flush=True)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _place(lock: Lock, wheelhouse: Path | None, fetched: dict[str, Path], root: Path,

@@ -12,18 +12,31 @@ import ast
 import zipfile
 from pathlib import Path
 
+from envbench import files
 from envbench.errors import UserError
+from envbench.images.lock import MAX_WHEEL_BYTES
 
 VERSION_FILE = "torch/version.py"
+MAX_VERSION_BYTES = 64 * 1024
 
 
 def built_for(wheel: Path) -> tuple[str, str | None]:
     """(torch's version, the CUDA version it was built for or None) from the wheel's
     torch/version.py, read as literals: nothing in the wheel runs on the host."""
     try:
-        with zipfile.ZipFile(wheel) as archive:
-            source = archive.read(VERSION_FILE).decode("utf-8")
-    except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        with files.regular(wheel, MAX_WHEEL_BYTES) as stream, \
+                zipfile.ZipFile(stream) as archive:
+            # Its declared size first: a planted zip bomb in the cache would otherwise
+            # inflate gigabytes here, before pip's hash check in the build could refuse it.
+            info = archive.getinfo(VERSION_FILE)
+            if info.file_size > MAX_VERSION_BYTES:
+                raise UserError("%s: its %s would unpack to %d bytes (torch's is under 1 kB): "
+                                "not a torch wheel; remove it from the cache"
+                                % (wheel.name, VERSION_FILE, info.file_size))
+            with archive.open(info) as member:
+                source = member.read(MAX_VERSION_BYTES + 1).decode("utf-8")
+    except (files.Unreadable, OSError, KeyError, zipfile.BadZipFile,
+            UnicodeDecodeError) as exc:
         raise UserError("%s: cannot read %s from it (%s)" % (wheel.name, VERSION_FILE, exc))
     values: dict[str, object] = {}
     try:

@@ -25,6 +25,7 @@ from pydantic_core import ErrorDetails
 
 from bench import workloads as catalog
 from bench.options import FUNCTION_NAME
+from envbench import files
 from envbench.errors import MatrixError
 from envbench.matrix import grammars, yamlio
 
@@ -74,7 +75,11 @@ def shown(value: Any) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
-    return getattr(value, "source", None) or repr(value)
+    text = getattr(value, "source", None) or repr(value)
+    return text if len(text) <= SHOWN else text[:SHOWN] + "… (%d characters)" % len(text)
+
+
+SHOWN = 80  # an error message quotes at most this much of a value
 
 
 UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
@@ -89,12 +94,33 @@ def size_bytes(size: str) -> int:
     return int(match.group(1)) * UNITS[match.group(2)]
 
 
+MAX_CPU = 8191  # Linux's largest CPU number (NR_CPUS is at most 8192)
+
+
+def cpuset_ranges(cpuset: str) -> list[tuple[int, int]]:
+    """The (first, last) CPU of each part of a cpuset such as '0-3,8', bounded: a CPU past
+    MAX_CPU or a range that runs backwards is a ValueError naming it (a set of every number
+    up to 10^20 is never built)."""
+    ranges = []
+    for part in cpuset.split(","):
+        low_text, _, high_text = part.partition("-")
+        if len(low_text) > 5 or len(high_text) > 5:
+            raise ValueError("CPU %s is past the largest Linux numbers (%d)"
+                             % (shown(part), MAX_CPU))
+        low, high = int(low_text), int(high_text or low_text)
+        if high > MAX_CPU:
+            raise ValueError("CPU %d is past the largest Linux numbers (%d)" % (high, MAX_CPU))
+        if high < low:
+            raise ValueError("%s runs backwards" % shown(part))
+        ranges.append((low, high))
+    return ranges
+
+
 def cpuset_size(cpuset: str) -> int:
     """How many CPUs a cpuset such as '0-3,8' names."""
     cpus: set[int] = set()
-    for part in cpuset.split(","):
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
+    for low, high in cpuset_ranges(cpuset):
+        cpus.update(range(low, high + 1))
     return len(cpus)
 
 
@@ -273,6 +299,22 @@ class Target(_Strict):
                                                and not isinstance(value, bool) and value >= 1):
             return value
         raise ValueError("%s: expected 'all' or a number of GPUs >= 1" % shown(value))
+
+    @field_validator("cpuset")
+    @classmethod
+    def _cpuset_bounds(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            cpuset_ranges(value)
+        return value
+
+    @field_validator("label")
+    @classmethod
+    def _label_shows_what_it_says(cls, value: Optional[str]) -> Optional[str]:
+        hidden = files.hidden_character(value) if value is not None else None
+        if hidden is not None:
+            raise ValueError("%s holds %s, which shows nothing or reorders the text: a label "
+                             "must read as what it is" % (shown(value), hidden))
+        return value
 
     @model_validator(mode="after")
     def _resources(self) -> Target:
@@ -603,7 +645,13 @@ def _format(error: ErrorDetails) -> str:
     if error["type"] == "value_error" and names_key and path.endswith("sweep"):
         key, _, message = message.partition(": ")
         path = "%s.%s" % (path, key)
-    return "%s: %s" % (path, message) if path else message
+    said = "%s: %s" % (path, message) if path else message
+    # A validator may quote the value it refuses: a 100 kB value must not come back whole.
+    return said if len(said) <= MAX_MESSAGE else "%s… (%d characters in all)" % (
+        said[:MAX_MESSAGE], len(said))
+
+
+MAX_MESSAGE = 300
 
 
 def parse(text: str, source: str = "matrix.yaml") -> Matrix:
@@ -625,10 +673,13 @@ def parse(text: str, source: str = "matrix.yaml") -> Matrix:
         raise MatrixError(source, [_format(e) for e in exc.errors()])
 
 
+MAX_MATRIX_BYTES = 1 << 20  # a matrix of every stack and GPU there is holds a few kB
+
+
 def load(path: str | os.PathLike[str]) -> Matrix:
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise MatrixError(str(path), ["cannot read the file (%s)" % exc.strerror])
+        text = files.decode_utf8(files.read_regular(path, MAX_MATRIX_BYTES))
+    except files.Unreadable as exc:
+        raise MatrixError(str(path), ["cannot be read as a matrix: %s" % exc])
     return parse(text, str(path))

@@ -30,8 +30,42 @@ class YamlFloat(float):
     source: str
 
 
+# Bounds on what a few hundred bytes of YAML may cost. Nested aliases ("billion laughs")
+# expand exponentially: the composed document is counted with every alias expanded, before
+# anything is constructed or searched, and refused past MAX_VALUES.
+MAX_DEPTH = 50
+MAX_VALUES = 100_000
+MAX_NUMBER_CHARACTERS = 40
+
+
+def _refuse(node: yaml.Node, problem: str) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+
+
+def _check_size(root: yaml.Node) -> None:
+    """Depth and expanded size of the document, iteratively (no recursion to exhaust)."""
+    count = 0
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise _refuse(root, "its aliases expand to more than %d values" % MAX_VALUES)
+        if depth > MAX_DEPTH:
+            raise _refuse(node, "nested more than %d levels deep" % MAX_DEPTH)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, depth + 1) for item in node.value)
+
+
 def _construct_number(loader: _StrictLoader, node: yaml.ScalarNode) -> YamlInt | YamlFloat:
     number: YamlInt | YamlFloat
+    if len(str(node.value)) > MAX_NUMBER_CHARACTERS:
+        raise _refuse(node, "a number of %d characters (a matrix's numbers have a few)"
+                      % len(str(node.value)))
     if node.tag.endswith(":int"):
         number = YamlInt(yaml.SafeLoader.construct_yaml_int(loader, node))
     else:
@@ -44,6 +78,9 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode,
                        deep: bool = False) -> dict[Any, Any]:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise _refuse(key_node, "a key must be a name, not a %s" % (
+                "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"))
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise DuplicateKeyError(_path_of(loader, node), str(key), key_node.start_mark.line + 1)
@@ -73,7 +110,12 @@ def _path_of(loader: _StrictLoader, target: yaml.Node) -> list[str]:
 
 
 def _compose_document(loader: _StrictLoader) -> yaml.Node | None:
-    node = yaml.SafeLoader.compose_document(loader)
+    try:
+        node = yaml.SafeLoader.compose_document(loader)
+    except RecursionError:  # the composer recurses: thousands of levels exhaust the stack
+        raise yaml.YAMLError("nested more than %d levels deep" % MAX_DEPTH)
+    if node is not None:
+        _check_size(node)
     loader._root_node = node
     return node
 

@@ -10,13 +10,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from envbench import files
+
 # Words that claim a vendor or a product family; generic words (cpu, gpu, laptop) claim none.
 CLAIM_WORDS = {"nvidia", "amd", "intel", "geforce", "radeon", "instinct", "xeon", "epyc",
                "ryzen", "threadripper", "rtx", "gtx", "quadro", "tesla", "titan", "graviton"}
 
 
 def _tokens(text: str) -> list[str]:
-    text = re.sub(r"\((r|tm|c)\)", " ", text.lower())
+    # As it reads: full-width letters and look-alikes of other scripts are the plain ones,
+    # so that "ＮＶＩＤＩＡ Ｈ２００" or a Cyrillic "Н200" claims what "NVIDIA H200" does.
+    text = re.sub(r"\((r|tm|c)\)", " ", files.skeleton(text).lower())
     return [t for t in re.split(r"[^a-z0-9]+", text) if t]
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 import statistics
+import unicodedata
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from envbench import files
 from envbench.matrix.models import size_bytes
 
 RATE_TOLERANCE = 0.01      # samples / wall against samples_per_s: bench rounds both finely
@@ -175,7 +177,25 @@ def _times(record: dict[str, Any], now: datetime | None = None) -> str | None:
     return None
 
 
-CHECKS = (_epochs, _count, _summary, _memory, _times)
+def _names(record: dict[str, Any]) -> str | None:
+    """Names that show what they are: no character that shows nothing or reorders the text
+    (a zero-width space makes two rows that look the same), and names as NFKC writes them."""
+    cell = record.get("cell") or {}
+    for key in ("environment", "target", "target_label"):
+        value = cell.get(key)
+        if not isinstance(value, str):
+            continue
+        hidden = files.hidden_character(value)
+        if hidden is not None:
+            return "its cell's %s holds %s, which shows nothing or reorders the text" % (
+                key, hidden)
+        if key != "target_label" and unicodedata.normalize("NFKC", value) != value:
+            return ("its cell's %s %r is not in NFKC form: it would look like another name"
+                    % (key, value[:60]))
+    return None
+
+
+CHECKS = (_names, _epochs, _count, _summary, _memory, _times)
 
 
 def contradiction(record: dict[str, Any]) -> str | None:

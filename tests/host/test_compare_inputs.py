@@ -26,7 +26,7 @@ def test_a_missing_old_run_is_said_before_new_is_walked():
 
 @pytest.mark.parametrize("threshold", ["-0.5", "nan", "inf", "1", "1.5"])
 def test_a_threshold_outside_0_to_1_is_refused(tmp_path, threshold):
-    proc = _compare("--threshold", threshold, str(tmp_path), str(tmp_path))
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "--threshold %s: expected a fraction from 0 to below 1" % float(threshold) \
+    proc = _compare("--threshold=" + threshold, str(tmp_path), str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr  # refused by the parser
+    assert "argument --threshold: %r is not a fraction from 0 and below 1" % threshold \
         in proc.stderr

@@ -39,16 +39,6 @@ def a_run(folder: Path, seed: int = 1) -> Path:
 
 # --- compare's gate -------------------------------------------------------------------
 
-@pytest.mark.parametrize("value", ["-0.5", "nan", "inf", "1", "1.5", "five"])
-def test_a_threshold_outside_zero_to_one_is_refused_before_anything_is_read(tmp_path, value):
-    run = a_run(tmp_path / "run")
-    proc = envbench("compare", run, run, "--threshold=" + value, "--out", tmp_path / "c")
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "argument --threshold: %r is not a fraction from 0 and below 1" % value \
-        in proc.stderr
-    assert not (tmp_path / "c").exists()
-
-
 @pytest.mark.parametrize("value", ["-1", "0", "1.5", "nan"])
 def test_a_target_accuracy_outside_its_range_is_refused(tmp_path, value):
     run = a_run(tmp_path / "run")
@@ -56,13 +46,6 @@ def test_a_target_accuracy_outside_its_range_is_refused(tmp_path, value):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "is not a fraction above 0 and up to 1" in proc.stderr, proc.stderr
     assert not (tmp_path / "o").exists()
-
-
-def test_compare_checks_old_before_walking_new(tmp_path):
-    started = time.perf_counter()
-    proc = envbench("compare", tmp_path / "nonexistent", "/", timeout=60)
-    assert proc.returncode == 1 and time.perf_counter() - started < 30
-    assert "OLD (%s) does not exist" % (tmp_path / "nonexistent") in proc.stderr
 
 
 def test_a_walk_of_the_machine_is_refused_not_read(tmp_path):
@@ -183,3 +166,216 @@ def test_out_naming_a_file_is_one_sentence(tmp_path):
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
         assert "%s is a file, not a folder" % (tmp_path / "a-file") in proc.stderr
     assert (tmp_path / "a-file").read_text() == "mine\n"
+
+
+# --- small inputs that cost minutes or gigabytes; parse errors in one sentence ------------
+
+def _matrix(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    return path
+
+
+def _laughs() -> str:
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for i in range(1, 9):
+        lines.append("a%d: &a%d [%s]" % (i, i, ", ".join(["*a%d" % (i - 1)] * 9)))
+    return "\n".join(lines) + "\nenvironments: *a8\ntargets: {cpu: {device: cpu}}\n"
+
+
+GOOD_ENV = "environments:\n  a: {torch: '2.13.0'}\n"
+HOSTILE_MATRICES = {
+    "aliases.yaml": (_laughs(), "not valid YAML (its aliases expand to more than 100000 "
+                                "values)"),
+    "deep.yaml": ("environments: " + "[" * 5000 + "]" * 5000 + "\n",
+                  "not valid YAML (nested more than 50 levels deep)"),
+    "listkey.yaml": ("environments:\n  ? [a, b]\n  : {torch: '2.13.0'}\n",
+                     "line 2, column 5: not valid YAML (a key must be a name, not a list)"),
+    "latin1.yaml": ("environments:\n  caf\xe9: {torch: '2.13.0'}\n".encode("latin-1"),
+                    "cannot be read as a matrix: not UTF-8 text (byte 0xe9 at line 2, "
+                    "column 6; Latin-1 or another encoding?): save it as UTF-8"),
+    "utf16.yaml": (GOOD_ENV.encode("utf-16"), "cannot be read as a matrix: UTF-16 text: save "
+                                               "it as UTF-8"),
+    "bigint.yaml": (GOOD_ENV + "targets: {cpu: {device: cpu, cpus: %s}}\n" % ("9" * 5000),
+                    "not valid YAML (a number of 5000 characters"),
+    "cpuset-huge.yaml": (GOOD_ENV + "targets: {cpu: {device: cpu, cpuset: "
+                                    "'0-99999999999999999999'}}\n",
+                         "targets.cpu.cpuset: CPU '0-99999999999999999999' is past the largest "
+                         "Linux numbers (8191)"),
+    "cpuset-30m.yaml": (GOOD_ENV + "targets: {cpu: {device: cpu, cpuset: '0-30000000'}}\n",
+                        "targets.cpu.cpuset: CPU '0-30000000' is past the largest"),
+    "cpuset-back.yaml": (GOOD_ENV + "targets: {cpu: {device: cpu, cpuset: '7-3'}}\n",
+                         "targets.cpu.cpuset: '7-3' runs backwards"),
+    "label-zws.yaml": (GOOD_ENV + "targets: {cpu: {device: cpu, label: \"my\u200bbox\"}}\n",
+                       "holds U+200B ZERO WIDTH SPACE, which shows nothing"),
+    "label-bidi.yaml": (GOOD_ENV + "targets: {cpu: {device: cpu, label: \"box \u202egnp\"}}\n",
+                        "holds U+202E RIGHT-TO-LEFT OVERRIDE"),
+    "long-value.yaml": ("environments:\n  a: {torch: '%s'}\ntargets: {cpu: {device: cpu}}\n"
+                        % ("9" * 100000), "characters in all)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_MATRICES))
+def test_a_hostile_matrix_is_one_sentence_quickly(tmp_path, name):
+    content, expected = HOSTILE_MATRICES[name]
+    path = _matrix(tmp_path, name, content)
+    started = time.perf_counter()
+    proc = envbench("check", "--matrix", path, "--synthetic", timeout=60)
+    assert time.perf_counter() - started < 30
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
+    assert expected in proc.stderr, proc.stderr[-1500:]
+    assert len(proc.stderr) < 4000  # no value repeated in full
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo"])
+def test_a_matrix_that_is_a_link_or_a_fifo_is_refused_not_read(tmp_path, target):
+    path = tmp_path / "matrix.yaml"
+    if target == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(target)
+    proc = envbench("check", "--matrix", path, "--synthetic", timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert ("a symbolic link" if target != "fifo" else "not a regular file") in proc.stderr
+
+
+def test_a_variable_that_expands_to_an_invalid_url_names_the_key(tmp_path):
+    path = _matrix(tmp_path, "m.yaml", "environments:\n  a: {torch: '2.13.0', index_url: "
+                                       "'${EVIL_URL}'}\ntargets: {cpu: {device: cpu}}\n")
+    proc = envbench("check", "--matrix", path, "--synthetic", EVIL_URL="https://x y/$(id)")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "environments.a.index_url: 'https://x y/$(id)' is not an index URL" in proc.stderr
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('[tool]\nenvbench = 5\n', "no [tool.envbench] inputs-sha256"),
+    ('packages = "x"\n[tool.envbench]\ninputs-sha256 = "a"\ninputs = "{}"\n',
+     "packages is not a list of [[packages]] tables"),
+    ('[[packages]]\nname = "x"\nversion = "1"\nwheels = "abc"\n[tool.envbench]\n'
+     'inputs-sha256 = "a"\ninputs = "{}"\n', "x's wheels is not a list of tables"),
+    ('[tool.envbench]\ninputs-sha256 = "a"\ninputs = "[1]"\n',
+     "[tool.envbench] inputs is not the JSON the kit writes"),
+    (b'\xff\xfe[\x00', "UTF-16 text"),
+])
+def test_a_lock_with_the_wrong_types_is_one_sentence(tmp_path, text, expected):
+    from envbench.images import lock
+
+    path = tmp_path / "e.pylock.toml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(UserError) as caught:
+        lock.read(path)
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_lock_that_is_a_link_to_dev_zero_is_refused(tmp_path):
+    from envbench.images import lock
+
+    (tmp_path / "e.pylock.toml").symlink_to("/dev/zero")
+    with pytest.raises(UserError, match="a symbolic link"):
+        lock.read(tmp_path / "e.pylock.toml")
+
+
+def test_a_data_cache_with_planted_files_is_refused_not_hashed(tmp_path):
+    from envbench.cells import dataset
+
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / "cifar-10-python.tar.gz").symlink_to("/dev/zero")
+    started = time.perf_counter()
+    with pytest.raises(UserError, match="a symbolic link .*remove it and run `nox -s data`"):
+        dataset.fetch(root, url="file:///nowhere", md5="0" * 32)
+    # A planted sparse terabyte as a batch: refused by its size, not read.
+    folder = root / dataset.FOLDER
+    folder.mkdir()
+    for name in dataset.FILES:
+        (folder / name).write_bytes(b"x")
+    with (folder / "data_batch_1").open("wb") as f:
+        f.truncate(10**12)
+    with pytest.raises(UserError, match="1000000000000 bytes, more than the"):
+        dataset.digest(root)
+    assert time.perf_counter() - started < 10
+
+
+def test_a_link_planted_as_the_fetch_lock_creates_nothing_at_its_target(tmp_path):
+    from envbench.cells import dataset
+
+    root = tmp_path / "shared"
+    root.mkdir()
+    target = tmp_path / "elsewhere" / "created-by-root"
+    target.parent.mkdir()
+    (root / ".fetch.lock").symlink_to(target)
+    with pytest.raises(UserError, match=r"\.fetch\.lock cannot be opened as the download's "
+                                        r"lock .*a symbolic link"):
+        dataset.fetch(root, url="file:///nowhere", md5="0" * 32)
+    assert not target.exists()
+
+
+def test_a_zip_bomb_in_place_of_a_cached_torch_wheel_is_refused_without_inflating(tmp_path):
+    import resource
+    import zipfile
+
+    from envbench.images import wheelstack
+
+    bomb = tmp_path / "torch-2.14.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("torch/version.py", "w", force_zip64=True) as member:
+            block = b"#" * (1 << 20)
+            for _ in range(2048):  # 2 GiB of comment, about 2 MB compressed
+                member.write(block)
+    assert bomb.stat().st_size < 20 * 2**20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(UserError, match="would unpack to 2147483648 bytes"):
+        wheelstack.built_for(bomb)
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 200 * 1024  # far from the 2 GiB the member inflates to
+
+
+def test_a_cached_wheel_of_the_wrong_size_is_fetched_again_not_trusted(tmp_path):
+    import io
+
+    from envbench.images import lock, wheelcache
+    from envbench.matrix.models import Environment
+
+    stack = Environment(python="3.12", torch="2.14.1", numpy=False)
+    made = lock.write("p", stack, tmp_path, tmp_path / "locks", pins=["iniconfig==2.0.0"])
+    (wheel,) = made.wheels
+    planted = wheelcache.path_for(wheel, tmp_path / "cache")
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b"PK not the wheel")
+    out = io.StringIO()
+    (path,) = wheelcache.ensure(made, None, out, tmp_path / "cache")
+    assert "is 16 bytes, the lock says %d: fetching it again" % wheel.size in out.getvalue()
+    assert wheelcache.sha256_of(path) == wheel.sha256
+
+
+# --- names that impersonate -------------------------------------------------------------
+
+@pytest.mark.parametrize("label", ["NVIDIA H200", "ＮＶＩＤＩＡ Ｈ２００", "NVIDIA Н200",
+                                   "NVIDIΑ H2OO".replace("OO", "00")])
+def test_a_label_in_look_alike_letters_is_flagged_as_the_plain_one_is(tmp_path, label):
+    from envbench.report import pages
+
+    folder = tmp_path / "results"
+    record = make_record("e", "gpu", 256, 0, random.Random(1), label=label,
+                         device_name="NVIDIA GeForce RTX 3060 Laptop GPU")
+    result.write_atomic(str(folder / "r.json"), record)
+    page = pages.render_files([folder], tmp_path / "out")["html"].read_text()
+    assert "⚠ label says %s, measured NVIDIA GeForce RTX 3060" % label in page
+
+
+def test_a_result_whose_name_hides_a_character_is_left_out(tmp_path):
+    folder = a_run(tmp_path / "run")
+    twin = make_record("a\u200b", "cpu", 256, 0, random.Random(9))
+    result.write_atomic(str(folder / "twin.json"), twin)
+    loaded, skipped = store.load_all([folder])
+    assert {r.cell.environment for r in loaded} == {"a"}
+    ((name, why),) = skipped
+    assert name.endswith("twin.json")
+    assert "environment holds U+200B ZERO WIDTH SPACE" in why
+    wide = make_record("ａ", "cpu", 256, 0, random.Random(9))  # full-width a
+    result.write_atomic(str(folder / "wide.json"), wide)
+    _, skipped = store.load_all([folder])
+    assert any("is not in NFKC form" in why for _, why in skipped)
