@@ -27,6 +27,7 @@ SUMMARY_TOLERANCE = 0.001  # the summary's medians against the epochs': computed
 # the two is bounded by the wall alone.
 PHASE_SLACK = 0.02         # relative, and
 PHASE_SLACK_S = 0.01       # absolute (the rounding of five phases to 1 µs, timer reads)
+CIFAR10_TRAIN = 50_000     # CIFAR-10's training images
 RUN_SLACK_S = 1.0          # bench's run against the host's wall around its container
 FUTURE = timedelta(days=1)  # a result written later than this from now has a wrong clock
 
@@ -89,10 +90,13 @@ def _count(record: dict[str, Any]) -> str | None:
             return "it holds %d epochs, but its config asked for %d" % (len(epochs), wanted)
     limit = _number(config.get("limit"))
     repeated = _number((record.get("parallel") or {}).get("repeated_samples_per_epoch")) or 0
+    data = ((record.get("cell") or {}).get("data") or {}).get("source")
+    if limit is None and data == "cifar10" and not config.get("synthetic"):
+        limit = CIFAR10_TRAIN  # the data set's size: no epoch of it holds more
     if limit is not None and epochs:
         samples = _number(epochs[0].get("samples"))
         if samples is not None and samples > limit + repeated:
-            return ("each epoch trained %.0f samples, more than its --limit of %.0f%s"
+            return ("each epoch trained %.0f samples, more than its data's %.0f%s"
                     % (samples, limit, " and the %.0f a distributed sampler repeats"
                        % repeated if repeated else ""))
     return None

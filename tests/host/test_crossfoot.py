@@ -210,3 +210,20 @@ def test_every_consistent_result_passes_even_with_rounding_jitter(seed, target, 
     import statistics
     record["summary"]["samples_per_s"] = statistics.median(e["samples_per_s"] for e in steady)
     assert crossfoot.contradiction(record) is None
+
+
+def test_more_samples_than_the_data_holds_is_caught_even_with_consistent_rates():
+    """Every epoch 60,000 CIFAR-10 images, rates and summary made to agree: the data set
+    has 50,000, so this run cannot have happened; with --limit 512, more than 512 neither."""
+    import statistics
+
+    record = consistent(4)
+    for e in record["epochs"]:
+        e["samples"] = 60_000
+        e["samples_per_s"] = round(60_000 / e["wall_s"], 3)
+    steady = record["epochs"][1:]
+    record["summary"]["samples_per_s"] = statistics.median(e["samples_per_s"] for e in steady)
+    assert crossfoot.contradiction(record) == (
+        "each epoch trained 60000 samples, more than its data's 50000")
+    record["config"]["limit"] = 512
+    assert "more than its data's 512" in crossfoot.contradiction(record)
