@@ -114,7 +114,7 @@ def test_a_stack_the_matrix_misnames_is_refused_from_its_wheel_before_any_build(
     assert {image.id for image in client.images.list(all=True)} == before
 
 
-def test_the_doctor_judges_a_gpu_by_the_built_images_label(cuda_run, tmp_path):
+def test_the_doctor_judges_a_gpu_by_the_built_images_label(cuda_run, e2e_env, tmp_path):
     """A host whose nvidia-smi reports a V100 (sm_70, which CUDA 13 dropped): the doctor
     rules the stack out, naming the image it read the architectures from."""
     _, _, matrix = cuda_run
@@ -126,7 +126,9 @@ def test_the_doctor_judges_a_gpu_by_the_built_images_label(cuda_run, tmp_path):
         "echo 'Tesla V100-SXM2-16GB, 580.95.05, 16384 MiB, 7.0'\n"
         % " ".join(gpu.HOST_QUERY[1:]))
     script.chmod(0o755)
-    env = dict(os.environ, PATH="%s:%s" % (script.parent, os.environ["PATH"]))
+    # The run's settings (its locks and base): the doctor reads the image that will run,
+    # which is the one built from the same lock.
+    env = dict(e2e_env, PATH="%s:%s" % (script.parent, os.environ["PATH"]))
     proc = subprocess.run([sys.executable, "-m", "envbench", "doctor", "--matrix", str(matrix)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert "Traceback" not in proc.stderr, proc.stderr
