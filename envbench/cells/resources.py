@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from envbench.engine.host import Host
-from envbench.matrix.models import Target, cpuset_size, size_bytes
+from envbench.matrix.grammars import size_bytes
+from envbench.matrix.models import Target, cpuset_size
 
 
 @dataclass(frozen=True)

@@ -98,3 +98,16 @@ def url_variables(value: str) -> str | None:
 def masked(url: str) -> str:
     """A URL as it may be printed: credentials (user:password@) replaced by ***."""
     return re.sub(r"(?<=://)[^/@\s]+@", "***@", url)
+
+
+UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def size_bytes(size: str) -> int:
+    """Docker's size grammar as the matrix accepts it ('16g', '512m', '1024'). Here, with
+    the standard library only: the results stage reads it too, where pydantic may be absent
+    (bench's own tests on Debian's Python)."""
+    match = re.fullmatch(r"(\d+)([kmg]?)", size)
+    if match is None:
+        raise ValueError("%r is not a size such as 512m or 16g" % size[:40])
+    return int(match.group(1)) * UNITS[match.group(2)]

@@ -28,6 +28,7 @@ from bench.options import FUNCTION_NAME
 from envbench import files
 from envbench.errors import MatrixError
 from envbench.matrix import grammars, yamlio
+from envbench.matrix.grammars import size_bytes
 
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?\Z")
 CUDA_VERSION = re.compile(r"^\d+\.\d+\Z")
@@ -82,16 +83,7 @@ def shown(value: Any) -> str:
 SHOWN = 80  # an error message quotes at most this much of a value
 
 
-UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 MIN_MEMORY = 64 * 2**20  # below this no torch starts; Docker's own floor is 6m
-
-
-def size_bytes(size: str) -> int:
-    """Docker's size grammar as the matrix accepts it ('16g', '512m', '1024')."""
-    match = re.fullmatch(r"(\d+)([kmg]?)", size)
-    if match is None:
-        raise ValueError("%r is not a size such as 512m or 16g" % size)
-    return int(match.group(1)) * UNITS[match.group(2)]
 
 
 MAX_CPU = 8191  # Linux's largest CPU number (NR_CPUS is at most 8192)

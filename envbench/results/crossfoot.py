@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from envbench import files
-from envbench.matrix.models import size_bytes
+from envbench.matrix.grammars import size_bytes
 
 RATE_TOLERANCE = 0.01      # samples / wall against samples_per_s: bench rounds both finely
 SUMMARY_TOLERANCE = 0.001  # the summary's medians against the epochs': computed from them
