@@ -35,6 +35,17 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, (TimeoutError, ConnectionError, http.client.IncompleteRead))
 
 
+def answers(url: str, timeout: float = 10) -> str | None:
+    """None where ``url`` answers within ``timeout`` (the body is not read); else why not, in
+    a few words. One try, no retries: a caller asks before handing the URL to a client that
+    retries for minutes (pip: 5 retries a package) on a host that cannot reach it."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):  # noqa: S310 - https only
+            return None
+    except Exception as exc:  # noqa: BLE001 - any failure is "does not answer"
+        return str(getattr(exc, "reason", exc))[:120]
+
+
 def progress_line(label: str, done: int, total: int | None) -> str:
     if total:
         return "  %s %5.1f%%  %.1f / %.1f MB" % (label, 100.0 * min(done, total) / total,

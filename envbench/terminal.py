@@ -1,9 +1,12 @@
-"""Text from elsewhere (a VM's output, a matrix label, a container's log) made safe to print:
-no terminal escape sequences or control characters, which could rewrite what the user sees
-(move the cursor, retitle the window, hide a line)."""
+"""What the user sees on the terminal: text from elsewhere (a VM's output, a matrix label, a
+container's log) made safe to print, with no terminal escape sequences or control characters,
+which could rewrite what the user sees (move the cursor, retitle the window, hide a line); and
+whole lines from work that runs side by side."""
 from __future__ import annotations
 
 import re
+import threading
+from typing import Any, TextIO
 
 # CSI and OSC sequences, and any other ESC-introduced pair; then C0/C1 controls but tab.
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)?|\x1b.?")
@@ -13,3 +16,35 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 def safe(text: str) -> str:
     """``text`` without escape sequences; other control characters shown as '?'."""
     return _CONTROLS.sub("?", _ESCAPES.sub("", text))
+
+
+class WholeLines:
+    """A stream for threads that print side by side (the demo's two image builds): each
+    thread's text reaches ``out`` a whole line at a time, so lines never mix mid-way.
+    print() writes its text and its newline as two calls; another thread's line could
+    otherwise land between them. Text without its newline yet waits in its thread's buffer."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._lock = threading.Lock()
+        self._pending = threading.local()
+
+    def write(self, text: str) -> int:
+        held = getattr(self._pending, "text", "") + text
+        done, newline, rest = held.rpartition("\n")
+        self._pending.text = rest
+        if newline:
+            with self._lock:
+                self.out.write(done + newline)
+                self.out.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            self.out.flush()
+
+    def isatty(self) -> bool:  # a live progress line would be held back: never live here
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, ...: the real stream's
+        return getattr(self.out, name)

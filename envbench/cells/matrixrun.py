@@ -70,17 +70,17 @@ def planned(m: models.Matrix, name: str, opts: Options, out: TextIO) -> dockerfi
 
 
 def build_images(client: docker.DockerClient, m: models.Matrix, env_names: list[str],
-                 opts: Options, out: TextIO
+                 opts: Options, out: TextIO, tidy: bool = True
                  ) -> tuple[dict[str, BuiltImage], dict[str, BuildFailure]]:
     """Build each environment's image; a failed build is recorded (with the tag it would
-    have had, where known) and the others go on."""
+    have had, where known) and the others go on. ``tidy``: see build.build."""
     built: dict[str, BuiltImage] = {}
     failed: dict[str, BuildFailure] = {}
     for name in env_names:
         p = None
         try:
             p = planned(m, name, opts, out)
-            image = build.build(client, p, opts.log_dir, opts.allow_pull, out)
+            image = build.build(client, p, opts.log_dir, opts.allow_pull, out, tidy=tidy)
             base = connection.image_or_none(client, p.base)
             built[name] = BuiltImage(p, image, build.base_digest(base) if base else None)
         except UserError as exc:

@@ -13,12 +13,11 @@ import os
 import shutil
 import subprocess
 import sys
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench import cache, enginereach
+from envbench import cache, download, enginereach
 from envbench.cells import dataset, estimate, gpufit
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
@@ -37,14 +36,6 @@ class Check:
     def line(self) -> str:
         return "%s %s%s" % ("✔" if self.ok else "✘", self.what,
                             "\n    fix: %s" % self.fix if self.fix and not self.ok else "")
-
-
-def _reachable(url: str, timeout: float = 10) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout):  # noqa: S310 - https only
-            return None
-    except Exception as exc:  # noqa: BLE001 - any failure is "does not answer"
-        return str(getattr(exc, "reason", exc))[:120]
 
 
 def _default_index_answers() -> str | None:
@@ -91,7 +82,7 @@ def diagnose(m: Matrix, data_dir: Path | None = None,
                          "demo` does this by itself"))
     for url in sorted({u for u in (_index(name, env) for name, env in m.environments.items())
                        if u}):
-        problem = _reachable(url.rstrip("/") + "/torch/")
+        problem = download.answers(url.rstrip("/") + "/torch/")
         out.append(Check(problem is None, "wheel index %s %s" % (
             grammars.masked(url), "answers" if problem is None else "does not answer (%s)"
             % grammars.masked(problem)),

@@ -140,8 +140,10 @@ def base_digest(image: Any) -> str:
 
 
 def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool = True,
-          out: TextIO = sys.stdout, nocache: bool = False) -> Any:
-    """Build the image for a plan unless its tag exists; stream the log; return the image."""
+          out: TextIO = sys.stdout, nocache: bool = False, tidy: bool = True) -> Any:
+    """Build the image for a plan unless its tag exists; stream the log; return the image.
+    ``tidy``: remove builder stages once it ends. Builds that run side by side pass False and
+    tidy once after the last: a stage another build is still copying from must stay."""
     existing = image_or_none(client, p.tag)
     if existing is not None:
         print("%s: %s exists, not rebuilt" % (p.name, p.tag), file=out, flush=True)
@@ -168,7 +170,8 @@ def build(client: docker.DockerClient, p: Plan, log_dir: Path, allow_pull: bool 
         raise UserError("building %s failed: %s%s" % (p.name, explain(exc),
                                                       "; last lines:\n    " + tail if tail else ""))
     finally:
-        remove_builder_stages(client, out)
+        if tidy:
+            remove_builder_stages(client, out)
         if not built:
             remove_partial_image(client, lines, out)
     own(log_path)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from envbench import cache, provision, users
+from envbench import cache, download, provision, users
 from envbench.errors import UserError
 from envbench.images.wheelcache import sha256_of
 
@@ -19,6 +19,16 @@ else:  # pragma: no cover - the host may run 3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+INDEX_ANSWER_S = 10  # how long PyTorch's index has to answer before pip is pointed at it
+
+
+def folder_for(torch: str, python: str, extra: tuple[str, ...] = ()) -> Path:
+    """Where ensure_wheelhouse keeps this torch's wheelhouse: known before it is fetched, so
+    a matrix can name it while the fetch runs beside other work."""
+    name = "wheelhouse-torch-%s-py%s" % (torch, python.replace(".", ""))
+    if extra:
+        name += "-" + hashlib.sha256("\n".join(sorted(extra)).encode()).hexdigest()[:8]
+    return cache.root() / name
 
 
 def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout,
@@ -29,10 +39,7 @@ def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout,
     first, then the host's own configuration (its index or local wheels). A marker written
     last says the folder is whole; an interrupted fetch is resumed (pip skips the files it
     has). Another set of extras is another folder: a wheelhouse's listing is a lock's input."""
-    name = "wheelhouse-torch-%s-py%s" % (torch, python.replace(".", ""))
-    if extra:
-        name += "-" + hashlib.sha256("\n".join(sorted(extra)).encode()).hexdigest()[:8]
-    folder = cache.root() / name
+    folder = folder_for(torch, python, extra)
     wanted = ["torch==%s" % torch, "numpy", *sorted(extra)]
     marker = folder / "COMPLETE"
     if marker.exists() and marker.read_text().split() == wanted:
@@ -40,19 +47,27 @@ def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout,
     provision.say(out, "fetching torch %s (CPU build) and numpy%s for Python %s into %s"
                   % (torch, "".join(", " + e for e in sorted(extra)), python, folder))
 
-    def download(packages: list[str]) -> list[str]:
+    def pip_download(packages: list[str]) -> list[str]:
         return [sys.executable, "-m", "pip", "download", "-q", *packages, "--only-binary",
                 ":all:", "--python-version", python, "-d", str(folder)]
 
-    command = download(wanted[:2])
+    command = pip_download(wanted[:2])
     # PyTorch's CPU index alone, first: as an extra index beside the default one, pip would
-    # take the highest version across both, which for torch is a CUDA build.
-    proc = subprocess.run(command + ["--index-url", PYTORCH_CPU_INDEX],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:  # PyTorch's index out of reach: the host's configuration alone
+    # take the highest version across both, which for torch is a CUDA build. Asked once
+    # first: pip retries each package 5 times, and an index out of reach cost 85 s (measured
+    # in the demo) before the host's configuration was tried.
+    unreachable = download.answers(PYTORCH_CPU_INDEX + "/torch/", INDEX_ANSWER_S)
+    proc = None
+    if unreachable is None:
+        proc = subprocess.run(command + ["--index-url", PYTORCH_CPU_INDEX],
+                              capture_output=True, text=True)
+    else:
+        provision.say(out, "PyTorch's CPU index does not answer (%s): torch %s comes from "
+                      "this host's pip configuration" % (unreachable, torch))
+    if proc is None or proc.returncode != 0:  # out of reach: the host's configuration alone
         proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode == 0 and extra:  # a workload's packages: from the host's index
-        proc = subprocess.run(download(sorted(extra)), capture_output=True, text=True)
+        proc = subprocess.run(pip_download(sorted(extra)), capture_output=True, text=True)
     # torch-2.1 must not pass for torch-2.13: the version ends at '-' or at a local '+'.
     if proc.returncode != 0 or not any(folder.glob("torch-%s-*.whl" % torch)) and \
             not any(folder.glob("torch-%s+*.whl" % torch)):

@@ -19,9 +19,15 @@ def test_the_demo_ends_with_a_report_of_its_two_stacks(base_tag, python_base, wh
     proc = envbench(env, "demo", "--reports", reports, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "Traceback" not in proc.stdout
-    timing = re.search(r"demo: set-up \(engine, base, wheels, data\) \d+ s, image builds \d+ s, "
-                       r"cells \d+ s, report \d+ s; \d+ s in all", proc.stdout)
+    timing = re.search(r"demo: set-up \(engine, base images\) \d+ s; image builds, wheels and "
+                       r"data side by side \d+ s; cells \d+ s; report \d+ s; \d+ s in all",
+                       proc.stdout)
     assert timing, proc.stdout[-2000:]
+    # The two builds print side by side (where the engine did not have them): each line is
+    # one build's, whole.
+    prefixes = ("  debian-python3-torch | ", "  torch2.13.0-cpu | ")
+    build_lines = [line for line in proc.stdout.splitlines() if line.startswith(prefixes)]
+    assert all(sum(line.count(p) for p in prefixes) == 1 for line in build_lines)
     assert "demo: open %s" % (reports / "index.html").resolve() in proc.stdout
 
     records = [json.loads(p.read_text()) for p in (reports / "results").glob("*.json")]

@@ -1,0 +1,149 @@
+"""The torch wheelhouse the demo and the tests build from: PyTorch's CPU index is asked once
+before pip is pointed at it, and an index that does not answer costs one short wait, not
+pip's retries (85 s from a fresh clone here); an index that answers is the one used.
+Real pip against real servers on 127.0.0.1, with wheels made here."""
+from __future__ import annotations
+
+import http.server
+import io
+import os
+import socket
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from envbench.images import wheelhouse
+
+
+def _wheel(folder: Path, name: str, version: str) -> Path:
+    """A minimal, valid pure-Python wheel: enough for `pip download` to take it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    info = "%s-%s.dist-info" % (name, version)
+    path = folder / ("%s-%s-py3-none-any.whl" % (name, version))
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("%s/__init__.py" % name, "")
+        z.writestr(info + "/METADATA", "Metadata-Version: 2.1\nName: %s\nVersion: %s\n"
+                   % (name, version))
+        z.writestr(info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: "
+                   "true\nTag: py3-none-any\n")
+        z.writestr(info + "/RECORD", "")
+    return path
+
+
+def _wheels(folder: Path) -> list[Path]:
+    return [_wheel(folder, "torch", "2.13.0"), _wheel(folder, "numpy", "2.0.0")]
+
+
+@pytest.fixture
+def isolated_pip(tmp_path, monkeypatch):
+    """The host's pip with no configuration of its own (no index, no local wheels), and a
+    cache of the test's own."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("ENVBENCH_CACHE", str(tmp_path / "cache"))
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
+                 "PIP_CONSTRAINT", "PIP_RETRIES"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_an_index_that_does_not_answer_is_asked_once_then_the_hosts_configuration_serves(
+        tmp_path, isolated_pip):
+    silent = socket.socket()  # accepts connections and never says a word
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    isolated_pip.setattr(wheelhouse, "PYTORCH_CPU_INDEX",
+                         "http://127.0.0.1:%d/whl/cpu" % silent.getsockname()[1])
+    isolated_pip.setattr(wheelhouse, "INDEX_ANSWER_S", 1)
+    # The host's configuration: an index that answers. pip, pointed at the silent one, would
+    # connect again and again (a short timeout and one retry keep that to seconds here).
+    torch, numpy = _wheels(tmp_path / "served")
+    hosts = _Index({"torch": torch, "numpy": numpy})
+    threading.Thread(target=hosts.serve_forever, daemon=True).start()
+    isolated_pip.setenv("PIP_INDEX_URL", "http://127.0.0.1:%d/whl/cpu" % hosts.server_address[1])
+    isolated_pip.setenv("PIP_DEFAULT_TIMEOUT", "2")
+    isolated_pip.setenv("PIP_RETRIES", "1")
+    said = io.StringIO()
+    try:
+        folder = wheelhouse.ensure_wheelhouse("2.13.0", "3.11", said)
+    finally:
+        silent.close()
+        hosts.shutdown()
+    assert sorted(p.name for p in folder.glob("*.whl")) == sorted([torch.name, numpy.name])
+    assert "/files/%s" % torch.name in hosts.asked
+    # One connection: the question. pip was never pointed at it.
+    assert len(accepted) == 1
+    assert "PyTorch's CPU index does not answer" in said.getvalue()
+    assert "comes from this host's pip configuration" in said.getvalue()
+
+
+class _Index(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self.files = files
+        self.asked: list[str] = []
+        super().__init__(("127.0.0.1", 0), _IndexHandler)
+
+
+class _IndexHandler(http.server.BaseHTTPRequestHandler):
+    """A PEP 503 simple index under /whl/cpu/ for the wheels it was given."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        server = self.server
+        server.asked.append(self.path)
+        parts = [p for p in self.path.split("/") if p]
+        if len(parts) == 3 and parts[:2] == ["whl", "cpu"]:
+            links = "".join('<a href="/files/%s">%s</a>' % (f.name, f.name)
+                            for n, f in server.files.items() if n == parts[2])
+            body = ("<html><body>%s</body></html>" % links).encode()
+            kind = "text/html"
+        elif len(parts) == 2 and parts[0] == "files":
+            match = [f for f in server.files.values() if f.name == parts[1]]
+            if not match:
+                self.send_error(404)
+                return
+            body = match[0].read_bytes()
+            kind = "application/octet-stream"
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_an_index_that_answers_is_the_one_pip_uses(tmp_path, isolated_pip):
+    # The host's own configuration names an index that refuses: had the first attempt
+    # failed, the fetch would fail too, at once, rather than pass from elsewhere.
+    isolated_pip.setenv("PIP_INDEX_URL", "http://127.0.0.1:1/simple")
+    isolated_pip.setenv("PIP_RETRIES", "0")
+    torch, numpy = _wheels(tmp_path / "served")
+    index = _Index({"torch": torch, "numpy": numpy})
+    threading.Thread(target=index.serve_forever, daemon=True).start()
+    isolated_pip.setattr(wheelhouse, "PYTORCH_CPU_INDEX",
+                         "http://127.0.0.1:%d/whl/cpu" % index.server_address[1])
+    said = io.StringIO()
+    try:
+        folder = wheelhouse.ensure_wheelhouse("2.13.0", "3.11", said)
+    finally:
+        index.shutdown()
+    assert (folder / torch.name).read_bytes() == torch.read_bytes()
+    assert "/files/%s" % torch.name in index.asked
+    assert "does not answer" not in said.getvalue()
