@@ -36,6 +36,33 @@ def say(out: TextIO, text: str) -> None:
     print("[setup] %s" % text, file=out, flush=True)
 
 
+# pip's default index, asked of pip (the kit writes no package registry's address of its
+# own); pip's internal name, hence the guard around it.
+PIP_DEFAULT_QUERY = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
+
+
+def package_index() -> str | None:
+    """The package index this host installs from, for a machine the kit sets up elsewhere
+    (a cloud VM's ./noxw, where a stock image has no pip to name one): ENVBENCH_INDEX_URL,
+    else the index pip is configured with, else pip's own default. None where none is an
+    http(s) URL (an offline host's local folders mean nothing on a VM)."""
+    named = os.environ.get("ENVBENCH_INDEX_URL") or os.environ.get("PIP_INDEX_URL")
+    if not named:
+        try:
+            listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                                    capture_output=True, text=True, timeout=60).stdout
+            asked = subprocess.run([sys.executable, "-c", PIP_DEFAULT_QUERY],
+                                   capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        configured = [line.partition("=")[2].strip().strip("'\"")
+                      for line in listed.splitlines()
+                      if line.partition("=")[0].endswith(".index-url")]
+        named = configured[-1] if configured else (
+            asked.stdout.strip() if asked.returncode == 0 else None)
+    return named if named and named.startswith(("https://", "http://")) else None
+
+
 def privileged() -> list[str] | None:
     """The command prefix that runs as root here ([] as root, sudo -n where it needs no
     password), or None when this user cannot."""

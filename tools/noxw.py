@@ -56,8 +56,9 @@ UV_WHEELS = {
 }
 UV_WHEELS[("linux", "aarch64", "musl")] = UV_WHEELS[("linux", "aarch64", "glibc")]
 UV_WHEELS[("darwin", "aarch64", "")] = UV_WHEELS[("darwin", "arm64", "")]
-# What pip and uv use when nothing else is configured.
-DEFAULT_INDEX = "https://pypi.org/simple"
+# The index an installed pip uses when nothing is configured, asked of that pip: the kit
+# writes no package registry's address of its own. pip's internal name, hence the guard.
+PIP_DEFAULT_QUERY = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
 ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "tools" / "noxw-requirements.txt"
 ATTEMPTS = 5
@@ -107,6 +108,9 @@ def pip_config():
 def uv_environment(pip):
     """uv's names for what pip has configured, where uv's own are not set."""
     env = dict(os.environ)
+    named = os.environ.get("ENVBENCH_INDEX_URL")
+    if named and not (env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL")):
+        env["UV_DEFAULT_INDEX"] = named  # what the user named serves uv too
     pairs = (("index-url", "UV_DEFAULT_INDEX", None), ("extra-index-url", "UV_INDEX", " "),
              ("find-links", "UV_FIND_LINKS", ","), ("constraint", "UV_CONSTRAINT", " "),
              ("cert", "SSL_CERT_FILE", None))
@@ -163,13 +167,32 @@ def local_copy(filename, pip):
     return None
 
 
+def pip_default_index():
+    """The index pip itself would use here (this python's pip, else python3's), or None
+    where neither has pip (stock Debian and Ubuntu)."""
+    for python in dict.fromkeys(p for p in (sys.executable, shutil.which("python3")) if p):
+        try:
+            proc = subprocess.run([python, "-c", PIP_DEFAULT_QUERY], capture_output=True,
+                                  text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        url = proc.stdout.strip()
+        if proc.returncode == 0 and url.startswith(("https://", "http://")):
+            return url
+    return None
+
+
+def configured_index(pip):
+    return (os.environ.get("ENVBENCH_INDEX_URL") or os.environ.get("UV_DEFAULT_INDEX")
+            or os.environ.get("UV_INDEX_URL") or pip.get("index-url"))
+
+
 def indexes(pip):
     if no_index(pip):
         return []
-    first = (os.environ.get("ENVBENCH_INDEX_URL") or os.environ.get("UV_DEFAULT_INDEX")
-             or os.environ.get("UV_INDEX_URL") or pip.get("index-url") or DEFAULT_INDEX)
+    first = configured_index(pip) or pip_default_index()
     extra = (pip.get("extra-index-url") or "").split()
-    return [u for u in [first, *extra] if u.startswith(("https://", "http://"))]
+    return [u for u in [first, *extra] if u and u.startswith(("https://", "http://"))]
 
 
 def file_url(index, filename, context):
@@ -260,9 +283,14 @@ def ensure_uv(pip):
             if url:
                 break
             problems.append("%s: no %s" % (index, filename))
+        if not url and not problems:
+            raise NoxwError("no package index is configured here, and no pip is installed to "
+                            "name its default: set ENVBENCH_INDEX_URL to your package index's "
+                            "simple URL (where pip would install from) and run again, or put "
+                            "%s in a find-links folder" % filename)
         if not url:
-            raise NoxwError("uv %s not found on the package index (%s). Set PIP_INDEX_URL to "
-                            "an index that has it, or put %s in a find-links folder"
+            raise NoxwError("uv %s not found on the package index (%s). Set ENVBENCH_INDEX_URL "
+                            "to an index that has it, or put %s in a find-links folder"
                             % (UV_VERSION, "; ".join(problems), filename))
         say("fetching uv %s (%.1f MB)" % (UV_VERSION, size / 1e6))
         download(url, wheel, size, context)

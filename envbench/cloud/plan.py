@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from envbench import users
+from envbench import provision, users
 from envbench.cells import dataset, expansion
 from envbench.cells.estimate import BUILD_S, CELL_OVERHEAD_S, earlier_epochs
 from envbench.cloud import sky as skyapi
@@ -87,6 +87,7 @@ def plan(matrix: Matrix, opts: Options, workdir: Path,
                             "names keep lower-case letters, digits and '-', 60 characters)"
                             % (other, name, tasks.cluster_name(name, run_prefix)))
     earlier = earlier_epochs(opts.reports_dir)
+    index_url = provision.package_index()  # a stock VM image has no pip to name one
     plans = []
     for name in cloud_targets:
         target = matrix.targets[name]
@@ -108,7 +109,7 @@ def plan(matrix: Matrix, opts: Options, workdir: Path,
             first, steady = known
             run_s += first + steady * (cell.settings["epochs"] - 1) + CELL_OVERHEAD_S
         config = tasks.task_config(name, target, workdir, opts.matrix_path, data, synthetic,
-                                   tasks.matrix_variables(matrix), run_prefix)
+                                   tasks.matrix_variables(matrix), run_prefix, index_url)
         skyapi.validated_task(config)  # SkyPilot's own schema check, before anything is written
         p = TargetPlan(name, cloud.accelerators or "CPU VM",
                        cloud.infra or "cheapest in the catalog",

@@ -114,10 +114,12 @@ def redacted(config: dict[str, Any]) -> dict[str, Any]:
 def task_config(name: str, target: Target, workdir: Path, matrix: Path,
                 data: Path | None = None, synthetic: bool = False,
                 variables: dict[str, str] | None = None,
-                run_prefix: str = CLUSTER_PREFIX) -> dict[str, Any]:
+                run_prefix: str = CLUSTER_PREFIX,
+                index_url: str | None = None) -> dict[str, Any]:
     """The task-YAML of ``name``'s cluster (``target.cloud`` must be set). ``variables``
     (matrix_variables) travel as SkyPilot secrets: never written into a task file or a log,
-    never on a command line."""
+    never on a command line. ``index_url``: the package index the VM's ./noxw fetches uv and
+    nox from (the host's, provision.package_index); a secret where it carries credentials."""
     cloud = target.cloud
     assert cloud is not None, name
     try:
@@ -143,8 +145,14 @@ def task_config(name: str, target: Target, workdir: Path, matrix: Path,
         "setup": SETUP,
         "run": run_script(name, matrix_rel, data is not None, synthetic),
     }
-    if variables:
-        config["secrets"] = dict(variables)
+    secrets = dict(variables or {})
+    if index_url:
+        if "@" in index_url.split("//", 1)[-1].split("/", 1)[0]:  # user:password@host
+            secrets["ENVBENCH_INDEX_URL"] = index_url
+        else:
+            config["envs"]["ENVBENCH_INDEX_URL"] = index_url
+    if secrets:
+        config["secrets"] = secrets
     mounts = {}
     if data is not None:
         mounts[REMOTE_DATA] = str(data.resolve())

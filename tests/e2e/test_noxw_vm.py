@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from envbench import enginereach
+from envbench import enginereach, provision
 from envbench.engine import textbuild
 
 pytestmark = pytest.mark.e2e
@@ -77,7 +77,9 @@ def checkout(tmp_path_factory) -> Path:
 
 
 def _run(client, image: str, checkout: Path, script: str, socket: bool, group: bool,
-         timeout: int = 900) -> tuple[int, str, float]:
+         timeout: int = 900, index: bool = True) -> tuple[int, str, float]:
+    """``index``: name the host's package index in ENVBENCH_INDEX_URL, as the cloud fan-out
+    does for its VMs (a stock image has no pip to name one)."""
     command = ["docker", "run", "--rm", "--network", "bridge",
                "-v", "%s:/home/%s/envbench" % (checkout, USER),
                "-v", "%s:/home/%s/.cache" % (checkout.parent / "cache", USER)]
@@ -90,6 +92,9 @@ def _run(client, image: str, checkout: Path, script: str, socket: bool, group: b
         command += ["-v", "%s:/etc/envbench-ca.pem:ro" % bundle,
                     "-e", "SSL_CERT_FILE=/etc/envbench-ca.pem",
                     "-e", "PIP_CERT=/etc/envbench-ca.pem"]
+    url = provision.package_index()
+    if index and url:
+        command += ["-e", "ENVBENCH_INDEX_URL=%s" % url]
     started = time.monotonic()
     proc = subprocess.run(command + [image, "sh", "-c", "cd envbench && " + script],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -104,6 +109,15 @@ def test_the_image_is_a_bare_vm(client, vm_image, checkout):
     assert "No module named 'ensurepip'" in out and "No module named pip" in out
     assert "apt install python3" in out  # Debian's venv refuses without python3-venv
     assert "4242" in out  # not root
+
+
+def test_with_no_index_named_and_no_pip_it_says_what_to_set(client, vm_image, checkout):
+    code, out, _ = _run(client, vm_image, checkout, "./noxw --version", socket=False,
+                        group=False, index=False)
+    assert code != 0
+    assert ("no package index is configured here, and no pip is installed to name its "
+            "default: set ENVBENCH_INDEX_URL") in out, out[-2000:]
+    assert "Traceback" not in out
 
 
 def test_noxw_starts_from_nothing_and_the_doctor_reaches_the_engine(client, vm_image,

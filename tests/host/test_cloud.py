@@ -505,3 +505,38 @@ def test_home_path_and_user_never_travel_even_when_an_environment_names_them(mon
                         'base: "${USER}/img:${ENVBENCH_TEST_TAG}"}')
     monkeypatch.setenv("ENVBENCH_TEST_TAG", "1")
     assert tasks.matrix_variables(models.parse(text)) == {"ENVBENCH_TEST_TAG": "1"}
+
+
+def test_the_vm_is_told_the_hosts_package_index_and_credentials_stay_secret(sky_home):
+    """A stock VM image has no pip to name an index: its ./noxw takes the host's, from
+    ENVBENCH_INDEX_URL; an index with credentials travels as a secret, never in the YAML."""
+    m = models.parse(three())
+    plain = tasks.task_config("a100", m.targets["a100"], ROOT, ROOT / "matrix.yaml",
+                              index_url="https://index.example/simple")
+    assert plain["envs"]["ENVBENCH_INDEX_URL"] == "https://index.example/simple"
+    assert "secrets" not in plain
+    skyapi.validated_task(plain)
+    private = tasks.task_config("a100", m.targets["a100"], ROOT, ROOT / "matrix.yaml",
+                                index_url="https://user:tok3n@index.example/simple")
+    assert "ENVBENCH_INDEX_URL" not in private["envs"]
+    assert private["secrets"] == {"ENVBENCH_INDEX_URL": "https://user:tok3n@index.example/simple"}
+    assert "tok3n" not in yaml.safe_dump(tasks.redacted(private))
+    skyapi.validated_task(private)
+
+
+def test_the_hosts_package_index_is_named_or_asked_of_pip(monkeypatch, tmp_path):
+    from envbench import provision
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    monkeypatch.setenv("ENVBENCH_INDEX_URL", "https://named.example/simple")
+    assert provision.package_index() == "https://named.example/simple"
+    monkeypatch.setenv("ENVBENCH_INDEX_URL", "file:///srv/wheels")  # means nothing on a VM
+    assert provision.package_index() is None
+    monkeypatch.delenv("ENVBENCH_INDEX_URL")
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://configured.example/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    assert provision.package_index() == "https://configured.example/simple"
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # nothing configured: pip's own default
+    default = provision.package_index()
+    assert default is not None and default.startswith("https://")
+    assert "configured.example" not in default
