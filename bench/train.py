@@ -22,6 +22,7 @@ from bench import (
     profiling,
     quantize,
     result,
+    timing,
     tracefile,
     workloads,
 )
@@ -290,6 +291,8 @@ def train(config, record, world, store_path=None):
     # reach the epochs, the memory peaks or the weights' digest.
     if config["profile"]:
         _profile(config, record, world, pipeline, optimizer, micro_step, device)
+    if world.main:  # the clock's own cost, measured here: the bound of what it added
+        record["clock"] = timing.section(clock.marks, timing.cost(device.type == "cuda"))
     if world.main and config["probe"] == "on":
         record["probe"] = probe.measure(device, config["amp"])
     parallel.barrier(world)  # the others wait for rank 0's test pass before leaving

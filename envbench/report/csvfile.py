@@ -102,6 +102,7 @@ COLUMNS: list[tuple[str, Column]] = [
     ("achieved_flops_per_s", _achieved),
     ("probe_dtype", lambda r: r.probe.dtype if r.probe else None),
     ("probe_flops_per_s", lambda r: r.probe.flops_per_s if r.probe else None),
+    ("clock_epoch_s_at_most", lambda r: (r.raw.get("clock") or {}).get("epoch_s_at_most")),
     ("profile", _of("config", "profile")),
     ("top_operator", lambda r: (_top_operator(r) or (None, None))[0]),
     ("top_operator_share", lambda r: (_top_operator(r) or (None, None))[1]),

@@ -34,6 +34,23 @@ def _synthetic_by_choice(records: list[Result]) -> bool:
     return bool(could) and all(r.config["synthetic"] for r in could)
 
 
+def clock_bound(records: list[Result]) -> dict[str, Any] | None:
+    """The most the phase clock can have added to an epoch, as a share of that cell's median
+    epoch: the largest among the results that measured it (bench since the clock section),
+    with that cell's marks and cost per mark. None where none did."""
+    rows = []
+    for r in records:
+        clock = r.raw.get("clock")
+        if r.ok and clock and r.summary.epoch_s_median:
+            rows.append((clock["epoch_s_at_most"] / r.summary.epoch_s_median, r, clock))
+    if not rows:
+        return None
+    share, r, clock = max(rows, key=lambda row: row[0])
+    return {"share": share, "environment": r.cell.environment, "target": r.cell.target_label,
+            "marks": clock["marks_per_epoch"], "mark_us": clock["mark_s"] * 1e6,
+            "epoch_ms": clock["epoch_s_at_most"] * 1e3, "cells": len(rows)}
+
+
 def build_context(records: list[Result], skipped: list[tuple[str, str]],
                   baseline: str | None, goal: float | None,
                   baseline_env: str | None = None,
@@ -104,7 +121,7 @@ def build_context(records: list[Result], skipped: list[tuple[str, str]],
         # Synthetic by choice: workloads with no data set to have (resnet50, the GPTs) are
         # synthetic in every run and say nothing about whether CIFAR-10 was there.
         "synthetic_only": _synthetic_by_choice(records),
-        "repeats": repeats, "noisy_cv": grouping.NOISY_CV,
+        "repeats": repeats, "noisy_cv": grouping.NOISY_CV, "clock": clock_bound(records),
         "quick_run": any(g.identity.quick for g in groups), "min_repeats": grouping.MIN_REPEATS,
         "charts": {
             "epoch_times": charts.epoch_times(groups),

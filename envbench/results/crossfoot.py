@@ -155,6 +155,27 @@ def _memory(record: dict[str, Any]) -> str | None:
     return None
 
 
+def _clock(record: dict[str, Any]) -> str | None:
+    """The clock's bound is its marks times one mark's cost, and the clock cannot have cost
+    an epoch more than the epoch lasted."""
+    clock = record.get("clock")
+    if not isinstance(clock, dict):
+        return None
+    marks = _number(clock.get("marks_per_epoch"))
+    mark_s = _number(clock.get("mark_s"))
+    bound = _number(clock.get("epoch_s_at_most"))
+    if marks is None or mark_s is None or bound is None:
+        return None
+    if not _close(bound, marks * mark_s, 0.01) and abs(bound - marks * mark_s) > 2e-6:
+        return ("its clock's bound (%.3g s an epoch) is not its %d marks times %.3g s a mark"
+                % (bound, marks, mark_s))
+    walls = [w for w in (_number(e.get("wall_s")) for e in record.get("epochs") or []) if w]
+    if walls and bound > max(walls):
+        return ("its clock's cost (%.3g s an epoch) is more than its longest epoch (%.3g s)"
+                % (bound, max(walls)))
+    return None
+
+
 def _times(record: dict[str, Any], now: datetime | None = None) -> str | None:
     """The run's times in order: the epochs inside bench's run, bench's run inside the host's
     wall around its container, and a written_at that is a time and not a future one."""
@@ -199,7 +220,7 @@ def _names(record: dict[str, Any]) -> str | None:
     return None
 
 
-CHECKS = (_names, _epochs, _count, _summary, _memory, _times)
+CHECKS = (_names, _epochs, _count, _summary, _memory, _clock, _times)
 
 
 def contradiction(record: dict[str, Any]) -> str | None:

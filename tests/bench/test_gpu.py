@@ -102,3 +102,22 @@ def test_the_probe_runs_in_bf16_on_a_gpu_that_has_it(tmp_path):
     assert probe["dtype"] == "bfloat16" and probe["note"] is None
     # Far above any CPU's: a bf16 tensor-core matmul of n >= 1024 on an Ampere or newer GPU.
     assert probe["flops_per_s"] > 5e12, probe
+
+
+def test_the_event_clock_at_batch_32_is_bounded_and_said(tmp_path):
+    """#31: at batch 32 an epoch is thousands of event records. The result carries what the
+    clock cost the host (events created and recorded), measured in the cell's process."""
+    code, record, out = run_bench(tmp_path, "--device", "cuda", "--synthetic", "--limit",
+                                  "8192", "--limit-test", "1024", "--epochs", "2",
+                                  "--batch-size", "32", "--pipeline", "resident",
+                                  "--probe", "off")
+    assert code == 0, out
+    clock = record["clock"]
+    assert clock["marks_per_epoch"] == 5 * (8192 // 32)
+    assert 0 < clock["mark_s"] < 1e-3
+    steady = record["epochs"][-1]["wall_s"]
+    print("CUDA event clock at batch 32: %.2f µs a mark, %d marks, %.1f ms an epoch of %.3f s "
+          "(%.2f%%)" % (clock["mark_s"] * 1e6, clock["marks_per_epoch"],
+                        clock["epoch_s_at_most"] * 1e3, steady,
+                        100 * clock["epoch_s_at_most"] / steady))
+    assert clock["epoch_s_at_most"] < steady

@@ -105,6 +105,11 @@ def make_record(env: str, target: str, batch: int, repeat: int, rng: random.Rand
                          "weights_sha256": hashlib.sha256(("%s-%s-%d" % (env, target, batch))
                                                           .encode()).hexdigest(),
                          "forward_dtype": "float32"}
+    # The clock's own cost as bench measures it: 5 marks a step, an event each on CUDA.
+    marks = 5 * -(-epochs[-1]["samples"] // batch)
+    mark_s = (6.5e-6 if device == "cuda" else 4e-7) * (1 + rng.uniform(-0.1, 0.1))
+    record["clock"] = {"marks_per_epoch": marks, "mark_s": round(mark_s, 9),
+                       "epoch_s_at_most": round(marks * mark_s, 6)}
     record["memory"] = {"process_rss_peak_bytes": int(3.4 * 2**30) if device == "cpu" else 2**31,
                         "child_rss_peak_bytes": 2**28,
                         "cgroup_peak_bytes": int(3.6 * 2**30), "swap_peak_bytes": 0,

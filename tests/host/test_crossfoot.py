@@ -227,3 +227,38 @@ def test_more_samples_than_the_data_holds_is_caught_even_with_consistent_rates()
         "each epoch trained 60000 samples, more than its data's 50000")
     record["config"]["limit"] = 512
     assert "more than its data's 512" in crossfoot.contradiction(record)
+
+
+def test_a_clock_bound_that_is_not_its_marks_times_their_cost_is_caught():
+    record = consistent(5)
+    assert crossfoot.contradiction(record) is None
+    record["clock"]["epoch_s_at_most"] = round(record["clock"]["epoch_s_at_most"] * 10, 6)
+    assert "is not its %d marks" % record["clock"]["marks_per_epoch"] in \
+        crossfoot.contradiction(record)
+
+
+def test_a_clock_that_cost_more_than_the_epoch_is_caught():
+    record = consistent(6)
+    marks = record["clock"]["marks_per_epoch"]
+    longest = max(e["wall_s"] for e in record["epochs"])
+    record["clock"]["mark_s"] = round(2 * longest / marks, 9)
+    record["clock"]["epoch_s_at_most"] = round(marks * record["clock"]["mark_s"], 6)
+    assert "more than its longest epoch" in crossfoot.contradiction(record)
+
+
+def test_the_page_states_the_largest_clock_share_its_cell_and_the_csv_each_bound(tmp_path):
+    paths = two_sides(tmp_path / "results", 1.6)
+    records = [json.loads(p.read_text()) for p in paths]
+    share, worst = max((r["clock"]["epoch_s_at_most"] / r["summary"]["epoch_s_median"], r)
+                       for r in records)
+    store_records = store.load_all([tmp_path / "results"])[0]
+    written = pages.render(store_records, [], tmp_path / "report")
+    page = " ".join(written["html"].read_text().split())
+    assert "at most %.2f%% of a median epoch" % (100 * share) in page
+    assert "the most in %s on" % worst["cell"]["environment"] in page
+    assert "(%d marks an epoch at %.2f µs each" % (worst["clock"]["marks_per_epoch"],
+                                                   worst["clock"]["mark_s"] * 1e6) in page
+    csv_text = written["csv"].read_text()
+    assert "clock_epoch_s_at_most" in csv_text.splitlines()[0]
+    for r in records:
+        assert str(r["clock"]["epoch_s_at_most"]) in csv_text
