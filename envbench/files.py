@@ -15,7 +15,13 @@ from typing import BinaryIO
 
 
 class Unreadable(Exception):
-    """Why a file cannot be read: one phrase ("a symbolic link", "not a regular file", ...)."""
+    """Why a file cannot be read: one phrase ("a symbolic link", "not a regular file", ...),
+    and its ``kind`` for callers with words of their own: "link", "special" (a FIFO, a
+    device, a folder), "size" (past the cap) or "os" (the system's error)."""
+
+    def __init__(self, message: str, kind: str = "os") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def _open(path: Path) -> int:
@@ -24,7 +30,7 @@ def _open(path: Path) -> int:
                        getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise Unreadable("a symbolic link (the kit reads plain files only)")
+            raise Unreadable("a symbolic link (the kit reads plain files only)", "link")
         raise Unreadable(exc.strerror or str(exc))
 
 
@@ -35,10 +41,10 @@ def regular(path: Path, cap: int) -> Iterator[BinaryIO]:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise Unreadable("not a regular file")
+            raise Unreadable("not a regular file", "special")
         if info.st_size > cap:
             raise Unreadable("%d bytes, more than the %d a file of this kind holds"
-                             % (info.st_size, cap))
+                             % (info.st_size, cap), "size")
         with os.fdopen(fd, "rb", closefd=False) as stream:
             yield stream
     finally:
@@ -50,7 +56,7 @@ def read_regular(path: Path, cap: int) -> bytes:
     with regular(path, cap) as stream:
         data = stream.read(cap + 1)
     if len(data) > cap:
-        raise Unreadable("more than the %d bytes a file of this kind holds" % cap)
+        raise Unreadable("more than the %d bytes a file of this kind holds" % cap, "size")
     return data
 
 

@@ -7,11 +7,8 @@ it by name and go on. Nothing in a file's content may end in a traceback.
 from __future__ import annotations
 
 import copy
-import errno
 import json
 import math
-import os
-import stat
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,6 +16,7 @@ import jsonschema
 from jsonschema.exceptions import best_match
 
 from bench import result
+from envbench import files
 from envbench.results import crossfoot
 
 MAX_BYTES = 32 * 2**20  # a 5-epoch result is ~10 kB; a larger file is not one of ours
@@ -129,21 +127,16 @@ def check(record: Any) -> dict[str, Any]:
 
 
 def read_capped(path: Path, cap: int = MAX_BYTES) -> bytes:
-    """A regular file's bytes, at most ``cap``: opened without following a link and without
-    blocking (a FIFO would hang the report), checked to be a regular file on the open
-    descriptor (a link to /dev/zero passes a stat() of the path's size), then read up to the
-    cap and no further."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    """A result-sized regular file's bytes, read as envbench.files reads what the kit did not
+    write (no link followed, no FIFO waited on, nothing past ``cap``), with a result's words
+    for why not."""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InvalidResult("not a result: not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            data = stream.read(cap + 1)
-    finally:
-        os.close(fd)
-    if len(data) > cap:
-        raise InvalidResult("not a result: more than %d bytes (results are a few kB)" % cap)
-    return data
+        return files.read_regular(path, cap)
+    except files.Unreadable as exc:
+        why = {"link": "not a result: a symbolic link (results are plain files)",
+               "special": "not a result: not a regular file",
+               "size": "not a result: more than %d bytes (results are a few kB)" % cap}
+        raise InvalidResult(why.get(exc.kind, "cannot be read (%s)" % exc))
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -152,9 +145,7 @@ def load(path: Path) -> dict[str, Any]:
         text = read_capped(path).decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidResult("not valid JSON (not UTF-8 text)")
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise InvalidResult("not a result: a symbolic link (results are plain files)")
+    except OSError as exc:  # a read that fails once the file is open (EIO)
         raise InvalidResult("cannot be read (%s)" % (exc.strerror or exc))
     record = check(parse(text))
     # The schema holds each figure to its type and range; this holds them to each other.
