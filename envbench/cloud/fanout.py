@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bench.tracefile import TRACE_SUFFIX
-from envbench import terminal, users
+from envbench import stopping, terminal, users
 from envbench.cells import dataset, records, traces
 from envbench.cells import expansion as cellmod
 from envbench.cloud import fetch, local, runid, sky
@@ -302,19 +302,14 @@ LATE_LAUNCH_S = 120  # how long an interrupted run waits for launches still in f
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # SIGTERM and SIGHUP take Ctrl-C's path: every cluster down
-
-
 def _stop_signals_interrupt() -> dict[int, Any]:
-    """SIGTERM (a supervisor, `timeout`) and SIGHUP (a closed terminal) as Ctrl-C; only the
-    main thread may set handlers, and only it runs the fan-out from the command line."""
+    """SIGTERM (a supervisor, `timeout`) and SIGHUP (a closed terminal) as Ctrl-C: every
+    cluster down (envbench.stopping; the command line sets this too, and a caller that is
+    not the command line gets it here). The previous handlers, Ctrl-C's included: the
+    teardown ignores all three, and all three come back after it."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    previous: dict[int, Any] = {s: signal.getsignal(s) for s in STOP_SIGNALS}
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, _interrupt)
-    return previous
+    return {signal.SIGINT: signal.getsignal(signal.SIGINT), **stopping.as_interrupt()}
 
 
 def _ignore_stop_signals() -> None:
@@ -324,8 +319,7 @@ def _ignore_stop_signals() -> None:
 
 
 def _restore_signals(previous: dict[int, Any]) -> None:
-    for s, handler in previous.items():
-        signal.signal(s, handler)
+    stopping.restore(previous)
 
 
 BENCH_EXIT = re.compile(r"envbench: bench exited with code (\d+)")

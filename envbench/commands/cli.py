@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from envbench import options
+from envbench import options, stopping
 from envbench.errors import MatrixError, UserError
 
 
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
               % (args.command, " ".join(unknown), " ".join(taken)), file=sys.stderr)
         return 2
     verb = importlib.import_module("envbench.commands.%s" % args.command.replace("-", "_"))
+    previous = stopping.as_interrupt()
     try:
         # The streams as they are now (a test may have replaced them), not at import time.
         return int(verb.run(options.from_namespace(args), sys.stdout))
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    finally:
+        stopping.restore(previous)
 
 
 if __name__ == "__main__":

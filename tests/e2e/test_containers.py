@@ -99,14 +99,24 @@ def test_a_rerun_runs_only_missing_cells_and_a_killed_run_resumes(first_run, e2e
     assert "cached" in lines[0] and "debian-torch1.13" in lines[0]
     assert "cached" not in lines[1] and "s/epoch" in lines[1]
 
-    # Ctrl-C mid-matrix: the finished cell stays, the next run does only the rest.
+    # Ctrl-C mid-matrix, then SIGTERM (a supervisor, `timeout`, a cancelled CI job): the
+    # finished cell stays, the cell's container goes, the next run does only the rest.
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        _interrupt_the_second_cell_then_resume(stop, reports, e2e_env, cifar, client)
+
+
+def _interrupt_the_second_cell_then_resume(stop, reports, e2e_env, cifar, client):
+    results = reports / "results"
     for path in results.glob("*.json"):
         path.unlink()
+    # As a shell starts a job in the foreground: the stop signals at their defaults.
     proc = subprocess.Popen([sys.executable, "-m", "envbench", "bench", "--matrix", str(E2E_MATRIX),
                              "--data", str(cifar), "--reports", str(reports), "--order",
                              "grouped"], cwd=ROOT,
                             env=e2e_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
+                                                           for s in (signal.SIGINT,
+                                                                     signal.SIGTERM)])
     deadline = time.monotonic() + 300
 
     def second_cell_runs() -> bool:
@@ -118,13 +128,13 @@ def test_a_rerun_runs_only_missing_cells_and_a_killed_run_resumes(first_run, e2e
         assert time.monotonic() < deadline and proc.poll() is None, "the run ended early"
         time.sleep(0.05)
     first = next(results.glob("debian-torch1.13__cpu__base__r0__*.json"))
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out
+    assert proc.returncode == 130, (stop, out)
     assert "run the same command again" in out and "Traceback" not in out
     assert [p.name for p in results.glob("*.json")] == [first.name]
     assert not client.containers.list(all=True, filters={"label": "envbench.cell"}), \
-        "the interrupted cell's container was left behind"
+        "the interrupted cell's container was left behind (%s)" % stop
     again = envbench(e2e_env, "bench", "--matrix", E2E_MATRIX, "--data", cifar,
                      "--reports", reports, "--order", "grouped")
     assert again.returncode == 0, again.stdout[-3000:]
