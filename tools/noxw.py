@@ -190,6 +190,10 @@ def configured_index(pip):
 def indexes(pip):
     if no_index(pip):
         return []
+    named = os.environ.get("ENVBENCH_INDEX_URL")
+    if named and not named.startswith(("https://", "http://")):
+        raise NoxwError("ENVBENCH_INDEX_URL=%r is not an http(s) URL: give the package "
+                        "index's simple URL (https://…/simple)" % named[:200])
     first = configured_index(pip) or pip_default_index()
     extra = (pip.get("extra-index-url") or "").split()
     return [u for u in [first, *extra] if u and u.startswith(("https://", "http://"))]

@@ -118,6 +118,10 @@ def test_with_no_index_named_and_no_pip_it_says_what_to_set(client, vm_image, ch
     assert ("no package index is configured here, and no pip is installed to name its "
             "default: set ENVBENCH_INDEX_URL") in out, out[-2000:]
     assert "Traceback" not in out
+    code, out, _ = _run(client, vm_image, checkout, "ENVBENCH_INDEX_URL=ftp://mirror/simple "
+                        "./noxw --version", socket=False, group=False, index=False)
+    assert code != 0
+    assert "ENVBENCH_INDEX_URL='ftp://mirror/simple' is not an http(s) URL" in out, out[-2000:]
 
 
 def test_noxw_starts_from_nothing_and_the_doctor_reaches_the_engine(client, vm_image,
