@@ -93,7 +93,8 @@ def cost(cuda, marks=CALIBRATION_MARKS):
 def section(marks_per_epoch, mark_s):
     """The result's ``clock`` section: the last epoch's marks, one mark's cost, and their
     product, the most the clock can have added to an epoch's wall."""
-    return {"marks_per_epoch": int(marks_per_epoch), "mark_s": round(mark_s, 9),
+    mark_s = round(mark_s, 9)  # the product is of the figure written, as a reader checks it
+    return {"marks_per_epoch": int(marks_per_epoch), "mark_s": mark_s,
             "epoch_s_at_most": round(marks_per_epoch * mark_s, 6)}
 
 

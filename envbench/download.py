@@ -9,6 +9,7 @@ retrying cannot fix (404, no such file) is reported at once.
 from __future__ import annotations
 
 import http.client
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -35,12 +36,21 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, (TimeoutError, ConnectionError, http.client.IncompleteRead))
 
 
-def answers(url: str, timeout: float = 10) -> str | None:
+def answers(url: str, timeout: float = 10, cafile: str | None = None,
+            proxy: str | None = None) -> str | None:
     """None where ``url`` answers within ``timeout`` (the body is not read); else why not, in
     a few words. One try, no retries: a caller asks before handing the URL to a client that
-    retries for minutes (pip: 5 retries a package) on a host that cannot reach it."""
+    retries for minutes (pip: 5 retries a package) on a host that cannot reach it.
+    ``cafile`` and ``proxy``: that client's own (pip's `cert` and `proxy`), so that the
+    question goes the way the fetch will."""
+    handlers: list[urllib.request.BaseHandler] = []
+    if cafile:
+        handlers.append(urllib.request.HTTPSHandler(
+            context=ssl.create_default_context(cafile=cafile)))
+    if proxy:
+        handlers.append(urllib.request.ProxyHandler({"http": proxy, "https": proxy}))
     try:
-        with urllib.request.urlopen(url, timeout=timeout):  # noqa: S310 - https only
+        with urllib.request.build_opener(*handlers).open(url, timeout=timeout):
             return None
     except Exception as exc:  # noqa: BLE001 - any failure is "does not answer"
         return str(getattr(exc, "reason", exc))[:120]

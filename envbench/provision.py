@@ -16,16 +16,18 @@ Importing this module needs only the standard library: `.ci/run` runs
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import TextIO
 
-from envbench import enginereach
+from envbench import enginereach, stopping
 from envbench.errors import UserError
 
 ANSWER_TIMEOUT_S = 10  # a ping that takes longer is "not answering"
@@ -46,7 +48,8 @@ def package_index() -> str | None:
     (a cloud VM's ./noxw, where a stock image has no pip to name one): ENVBENCH_INDEX_URL,
     else the index pip is configured with, else pip's own default. None where none is an
     http(s) URL (an offline host's local folders mean nothing on a VM)."""
-    named = os.environ.get("ENVBENCH_INDEX_URL") or os.environ.get("PIP_INDEX_URL")
+    named = (os.environ.get("ENVBENCH_INDEX_URL") or os.environ.get("UV_DEFAULT_INDEX")
+             or os.environ.get("PIP_INDEX_URL"))
     if not named:
         try:
             listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
@@ -60,7 +63,23 @@ def package_index() -> str | None:
                       if line.partition("=")[0].endswith(".index-url")]
         named = configured[-1] if configured else (
             asked.stdout.strip() if asked.returncode == 0 else None)
-    return named if named and named.startswith(("https://", "http://")) else None
+    if not named or not named.startswith(("https://", "http://")):
+        return None
+    return None if _only_here(named) else named
+
+
+def _only_here(url: str) -> bool:
+    """An index no other machine reaches: this host (localhost, loopback) or a private,
+    link-local address (a devpi beside the kit, a mirror on the office network). A VM told
+    such an index would fail at its first fetch; it keeps its own default instead."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a name: whether it resolves elsewhere is the VM's to find out
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def privileged() -> list[str] | None:
@@ -94,8 +113,9 @@ def apt_install(packages: list[str], out: TextIO) -> None:
     # stdin, so a debconf question fails at once instead of waiting unseen.
     for command in (["apt-get", "update", "-qq"],
                     ["apt-get", "install", "-y", "-qq", *packages]):
-        proc = subprocess.run(prefix + ["env", "DEBIAN_FRONTEND=noninteractive", *command],
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        with stopping.deferred():  # a supervisor's SIGTERM waits for dpkg to finish
+            proc = subprocess.run(prefix + ["env", "DEBIAN_FRONTEND=noninteractive", *command],
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             tail = " ".join((proc.stderr or proc.stdout).split())[-400:]
             raise UserError("`%s` failed: %s" % (" ".join(command), tail))

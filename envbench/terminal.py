@@ -28,6 +28,13 @@ class WholeLines:
         self.out = out
         self._lock = threading.Lock()
         self._pending = threading.local()
+        self._closed = False
+
+    def close(self) -> None:
+        """From now on, lines go nowhere (an interrupted run: the threads left behind must
+        not hold the real stream while the interpreter shuts down)."""
+        with self._lock:
+            self._closed = True
 
     def write(self, text: str) -> int:
         held = getattr(self._pending, "text", "") + text
@@ -35,13 +42,15 @@ class WholeLines:
         self._pending.text = rest
         if newline:
             with self._lock:
-                self.out.write(done + newline)
-                self.out.flush()
+                if not self._closed:
+                    self.out.write(done + newline)
+                    self.out.flush()
         return len(text)
 
     def flush(self) -> None:
         with self._lock:
-            self.out.flush()
+            if not self._closed:
+                self.out.flush()
 
     def isatty(self) -> bool:  # a live progress line would be held back: never live here
         return False

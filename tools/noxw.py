@@ -15,9 +15,11 @@ before the kit runs. This needs none of them:
 
 Standard library only, and Python 3.8 syntax: it runs before anything is installed.
 """
+import base64
 import configparser
 import fcntl
 import hashlib
+import http.client
 import json
 import os
 import platform
@@ -109,8 +111,9 @@ def uv_environment(pip):
     """uv's names for what pip has configured, where uv's own are not set."""
     env = dict(os.environ)
     named = os.environ.get("ENVBENCH_INDEX_URL")
-    if named and not (env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL")):
-        env["UV_DEFAULT_INDEX"] = named  # what the user named serves uv too
+    if named:  # what the user named for the kit serves uv too, before uv's own settings
+        env["UV_DEFAULT_INDEX"] = named
+        env.pop("UV_INDEX_URL", None)
     pairs = (("index-url", "UV_DEFAULT_INDEX", None), ("extra-index-url", "UV_INDEX", " "),
              ("find-links", "UV_FIND_LINKS", ","), ("constraint", "UV_CONSTRAINT", " "),
              ("cert", "SSL_CERT_FILE", None))
@@ -199,12 +202,39 @@ def indexes(pip):
     return [u for u in [first, *extra] if u and u.startswith(("https://", "http://"))]
 
 
+def credentials(url):
+    """``url`` without its user:password@, and the Basic Authorization header they make
+    (None without): urllib sends no userinfo, and reads "tok@host" as a host and port."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    pair = "%s:%s" % (urllib.parse.unquote(user), urllib.parse.unquote(password))
+    return (urllib.parse.urlunsplit(parts._replace(netloc=host)),
+            "Basic " + base64.b64encode(pair.encode()).decode())
+
+
+def shown(url):
+    """``url`` as it may be printed: no user:password@, and only the host (an index's path
+    may carry a token)."""
+    parts = urllib.parse.urlsplit(credentials(url)[0])
+    return "%s://%s/…" % (parts.scheme, parts.netloc)
+
+
+# What urllib raises for a URL, a connection or an answer it cannot use.
+FETCH_ERRORS = (urllib.error.URLError, OSError, ValueError, http.client.HTTPException)
+
+
 def file_url(index, filename, context):
     """The download URL of ``filename`` in ``index``'s page for uv (PEP 691 JSON, else the
     PEP 503 HTML page)."""
+    index, authorization = credentials(index)
     page = index.rstrip("/") + "/uv/"
-    request = urllib.request.Request(page, headers={
-        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    headers = {"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"}
+    if authorization:
+        headers["Authorization"] = authorization
+    request = urllib.request.Request(page, headers=headers)
     with urllib.request.urlopen(request, timeout=60, context=context) as response:
         kind = response.headers.get("Content-Type", "")
         body = response.read(8 * 1024 * 1024).decode("utf-8", "replace")
@@ -220,8 +250,9 @@ def file_url(index, filename, context):
     return None
 
 
-def download(url, dest, size, context):
-    """``url`` into ``dest``: retried, resumed with a Range request, never past ``size``."""
+def download(url, dest, size, context, authorization=None):
+    """``url`` into ``dest``: retried, resumed with a Range request, never past ``size``.
+    ``authorization``: the index's, sent only where the file is on the index's own host."""
     part = dest.with_name(dest.name + ".part")
     last = None
     for attempt in range(ATTEMPTS):
@@ -230,6 +261,8 @@ def download(url, dest, size, context):
             part.unlink()
             have = 0
         headers = {"Range": "bytes=%d-" % have} if have else {}
+        if authorization:
+            headers["Authorization"] = authorization
         try:
             request = urllib.request.Request(url, headers=headers)
             with urllib.request.urlopen(request, timeout=60, context=context) as response:
@@ -242,19 +275,21 @@ def download(url, dest, size, context):
                             break
                         have += len(chunk)
                         if have > size:
-                            raise NoxwError("%s is larger than the pinned %d bytes" % (url, size))
+                            raise NoxwError("%s is larger than the pinned %d bytes"
+                                            % (shown(url), size))
                         sink.write(chunk)
             if have == size:
                 os.replace(str(part), str(dest))
                 return
             last = "the connection ended after %d of %d bytes" % (have, size)
-        except (urllib.error.URLError, OSError) as exc:
-            last = str(getattr(exc, "reason", exc))
+        except FETCH_ERRORS as exc:
+            last = str(getattr(exc, "reason", exc)).replace(url, shown(url))
         if attempt + 1 < ATTEMPTS:
             say("download interrupted (%s); resuming (attempt %d of %d)"
                 % (last, attempt + 2, ATTEMPTS))
             time.sleep(min(2 ** attempt, 10))
-    raise NoxwError("could not download %s after %d attempts: %s" % (url, ATTEMPTS, last))
+    raise NoxwError("could not download %s after %d attempts: %s"
+                    % (shown(url), ATTEMPTS, last))
 
 
 def sha256_of(path):
@@ -278,15 +313,21 @@ def ensure_uv(pip):
         wheel = folder / filename
         context = ssl_context(pip)
         url, problems = None, []
+        authorization = None
         for index in indexes(pip):
             try:
                 url = file_url(index, filename, context)
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                problems.append("%s: %s" % (index, getattr(exc, "reason", exc)))
+            except FETCH_ERRORS as exc:
+                reason = str(getattr(exc, "reason", exc))
+                problems.append("%s: %s" % (shown(index), reason.replace(index, shown(index))
+                                            if "@" not in reason else type(exc).__name__))
                 continue
             if url:
+                bare, header = credentials(index)
+                same_host = urllib.parse.urlsplit(url).netloc == urllib.parse.urlsplit(bare).netloc
+                authorization = header if same_host else None
                 break
-            problems.append("%s: no %s" % (index, filename))
+            problems.append("%s: no %s" % (shown(index), filename))
         if not url and not problems:
             raise NoxwError("no package index is configured here, and no pip is installed to "
                             "name its default: set ENVBENCH_INDEX_URL to your package index's "
@@ -297,7 +338,7 @@ def ensure_uv(pip):
                             "to an index that has it, or put %s in a find-links folder"
                             % (UV_VERSION, "; ".join(problems), filename))
         say("fetching uv %s (%.1f MB)" % (UV_VERSION, size / 1e6))
-        download(url, wheel, size, context)
+        download(url, wheel, size, context, authorization)
     actual = sha256_of(wheel)
     if actual != sha256:
         if wheel.parent == folder:

@@ -119,7 +119,7 @@ def task_config(name: str, target: Target, workdir: Path, matrix: Path,
     """The task-YAML of ``name``'s cluster (``target.cloud`` must be set). ``variables``
     (matrix_variables) travel as SkyPilot secrets: never written into a task file or a log,
     never on a command line. ``index_url``: the package index the VM's ./noxw fetches uv and
-    nox from (the host's, provision.package_index); a secret where it carries credentials."""
+    nox from (the host's, provision.package_index), as a secret."""
     cloud = target.cloud
     assert cloud is not None, name
     try:
@@ -146,11 +146,8 @@ def task_config(name: str, target: Target, workdir: Path, matrix: Path,
         "run": run_script(name, matrix_rel, data is not None, synthetic),
     }
     secrets = dict(variables or {})
-    if index_url:
-        if "@" in index_url.split("//", 1)[-1].split("/", 1)[0]:  # user:password@host
-            secrets["ENVBENCH_INDEX_URL"] = index_url
-        else:
-            config["envs"]["ENVBENCH_INDEX_URL"] = index_url
+    if index_url:  # a secret always: a token may sit in the userinfo, the path or the query
+        secrets["ENVBENCH_INDEX_URL"] = index_url
     if secrets:
         config["secrets"] = secrets
     mounts = {}

@@ -30,6 +30,7 @@ TORCH = "2.13.0"
 DEBIAN = "debian-python3-torch"
 PIP = "torch%s-cpu" % TORCH
 DATA_TIMEOUT_S = 20
+SIDE_WAIT_S = 600  # how long a failing demo waits for the work beside it to end
 # repeats: auto: three rounds, then more only while the two stacks' comparison is open.
 BENCHMARK = {"epochs": 3, "batch_size": 256, "pipeline": "resident", "repeats": "auto",
              "max_repeats": 6, "limit": 20000, "limit_test": 2000}
@@ -89,6 +90,9 @@ class _Beside:
         except BaseException as exc:  # noqa: BLE001 - handed to result()'s caller
             self._error = exc
 
+    def wait(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
     def result(self) -> Any:
         self._thread.join()
         if self._error is not None:
@@ -118,16 +122,29 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
                         locks=reports / "locks")
     m = models.parse(matrix_text(base, python_base, python, wheels, synthetic=True),
                      str(matrix_path))
-    shown = cast(TextIO, terminal.WholeLines(out))
+    lines = terminal.WholeLines(out)
+    shown = cast(TextIO, lines)
     debian = _Beside("demo-debian-build", lambda: matrixrun.build_images(
         connection.connect(), m, [DEBIAN], plan_opts, shown, tidy=False))
     data = _Beside("demo-data", lambda: _data(shown))
-    wheelhouse.ensure_wheelhouse(TORCH, python, shown)
-    _, failed = matrixrun.build_images(connection.connect(), m, [PIP], plan_opts, shown,
-                                       tidy=False)
-    failed.update(debian.result()[1])
-    data_dir = data.result()
-    build.remove_builder_stages(client, out)
+    try:
+        wheelhouse.ensure_wheelhouse(TORCH, python, shown)
+        _, failed = matrixrun.build_images(connection.connect(), m, [PIP], plan_opts, shown,
+                                           tidy=False)
+        failed.update(debian.result()[1])
+        data_dir = data.result()
+    except KeyboardInterrupt:
+        # The engine stops a build whose client goes away. The threads' lines stop here:
+        # none may be half-written to the terminal while the interpreter shuts down.
+        lines.close()
+        raise
+    except BaseException:
+        # The wheels failed: the build beside them ends and cleans up after itself first.
+        debian.wait(SIDE_WAIT_S)
+        data.wait(SIDE_WAIT_S)
+        raise
+    finally:
+        build.remove_builder_stages(client, out)
     if failed:
         raise UserError("the demo's images did not build (see above)")
     built = time.perf_counter()

@@ -464,6 +464,7 @@ def test_only_the_variables_environments_use_travel_and_as_secrets(sky_home, tmp
     written = (out / "envbench-h100.yaml").read_text()
     task = yaml.safe_load(written)
     # The names travel as SkyPilot secrets; their values are in no file and no output.
+    task["secrets"].pop("ENVBENCH_INDEX_URL", None)  # the host's index, where it has one
     assert task["secrets"] == {"ENVBENCH_TEST_BASE": None, "ENVBENCH_TEST_MIRROR": None}
     assert "ENVBENCH_TEST_MIRROR" not in task["envs"]
     for value in ("tok3n", "value-of-"):
@@ -507,21 +508,19 @@ def test_home_path_and_user_never_travel_even_when_an_environment_names_them(mon
     assert tasks.matrix_variables(models.parse(text)) == {"ENVBENCH_TEST_TAG": "1"}
 
 
-def test_the_vm_is_told_the_hosts_package_index_and_credentials_stay_secret(sky_home):
+def test_the_vm_is_told_the_hosts_package_index_as_a_secret(sky_home):
     """A stock VM image has no pip to name an index: its ./noxw takes the host's, from
-    ENVBENCH_INDEX_URL; an index with credentials travels as a secret, never in the YAML."""
+    ENVBENCH_INDEX_URL, as a secret (a token may sit in the userinfo, the path or the
+    query): never in the task's YAML."""
     m = models.parse(three())
-    plain = tasks.task_config("a100", m.targets["a100"], ROOT, ROOT / "matrix.yaml",
-                              index_url="https://index.example/simple")
-    assert plain["envs"]["ENVBENCH_INDEX_URL"] == "https://index.example/simple"
-    assert "secrets" not in plain
-    skyapi.validated_task(plain)
-    private = tasks.task_config("a100", m.targets["a100"], ROOT, ROOT / "matrix.yaml",
-                                index_url="https://user:tok3n@index.example/simple")
-    assert "ENVBENCH_INDEX_URL" not in private["envs"]
-    assert private["secrets"] == {"ENVBENCH_INDEX_URL": "https://user:tok3n@index.example/simple"}
-    assert "tok3n" not in yaml.safe_dump(tasks.redacted(private))
-    skyapi.validated_task(private)
+    for url in ("https://index.example/simple", "https://user:tok3n@index.example/simple",
+                "https://index.example/tok3n/simple"):
+        config = tasks.task_config("a100", m.targets["a100"], ROOT, ROOT / "matrix.yaml",
+                                   index_url=url)
+        assert "ENVBENCH_INDEX_URL" not in config["envs"]
+        assert config["secrets"] == {"ENVBENCH_INDEX_URL": url}
+        assert "index.example" not in yaml.safe_dump(tasks.redacted(config))
+        skyapi.validated_task(config)
 
 
 def test_the_hosts_package_index_is_named_or_asked_of_pip(monkeypatch, tmp_path):
@@ -540,3 +539,11 @@ def test_the_hosts_package_index_is_named_or_asked_of_pip(monkeypatch, tmp_path)
     default = provision.package_index()
     assert default is not None and default.startswith("https://")
     assert "configured.example" not in default
+    # Indexes no VM reaches: this host, and private or link-local addresses.
+    for here in ("http://localhost:3141/root/pypi/+simple/", "http://127.0.0.1:8080/simple",
+                 "https://10.1.2.3/simple", "http://[::1]:3141/simple",
+                 "http://169.254.1.1/simple"):
+        monkeypatch.setenv("ENVBENCH_INDEX_URL", here)
+        assert provision.package_index() is None, here
+    monkeypatch.setenv("ENVBENCH_INDEX_URL", "https://mirror.example.org/simple")
+    assert provision.package_index() == "https://mirror.example.org/simple"

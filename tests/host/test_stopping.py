@@ -16,8 +16,8 @@ SCRIPT = """
 import sys, time
 from envbench import stopping
 previous = stopping.as_interrupt()
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: the signal may come at once
     time.sleep(60)
     print("slept", flush=True)
 except KeyboardInterrupt:
@@ -81,3 +81,29 @@ def test_the_command_line_ends_a_terminated_verb_as_interrupted(tmp_path):
         silent.close()
     assert proc.returncode == 130, out
     assert "interrupted" in out and "Traceback" not in out
+
+
+DEFERRED = """
+import subprocess, sys
+from envbench import stopping
+stopping.as_interrupt()
+try:
+    with stopping.deferred():
+        print("ready", flush=True)  # the signal comes while the child runs
+        # what apt-get is to provision: a child that must not be killed half-way
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(1.5)"])
+        print("the child finished", flush=True)
+    print("not reached", flush=True)
+except KeyboardInterrupt:
+    print("then Ctrl-C's path", flush=True)
+"""
+
+
+def test_a_stop_during_apt_waits_for_it_then_takes_ctrl_cs_path():
+    proc = subprocess.Popen([sys.executable, "-c", DEFERRED], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGTERM,
+                                                                        signal.SIG_DFL))
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert out.split() == ["the", "child", "finished", "then", "Ctrl-C's", "path"], out

@@ -70,3 +70,12 @@ def test_text_without_its_newline_waits_for_it():
     shown.write("line\nand the start of another")
     assert slow.text == "half a line\n"
     assert not shown.isatty()
+
+
+def test_once_closed_nothing_more_reaches_the_stream():
+    slow = _SlowStream()
+    shown = terminal.WholeLines(slow)
+    print("before", file=shown, flush=True)
+    shown.close()
+    print("after", file=shown, flush=True)
+    assert slow.text == "before\n"

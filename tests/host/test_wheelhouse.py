@@ -9,6 +9,7 @@ import io
 import os
 import socket
 import threading
+import urllib.parse
 import zipfile
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def isolated_pip(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("ENVBENCH_CACHE", str(tmp_path / "cache"))
     for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
-                 "PIP_CONSTRAINT", "PIP_RETRIES"):
+                 "PIP_CONSTRAINT", "PIP_RETRIES", "PIP_PROXY", "PIP_TRUSTED_HOST"):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -106,7 +107,8 @@ class _IndexHandler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         server = self.server
         server.asked.append(self.path)
-        parts = [p for p in self.path.split("/") if p]
+        # Asked as a proxy, the path is a whole URL: what follows the host is the same.
+        parts = [p for p in urllib.parse.urlsplit(self.path).path.split("/") if p]
         if len(parts) == 3 and parts[:2] == ["whl", "cpu"]:
             links = "".join('<a href="/files/%s">%s</a>' % (f.name, f.name)
                             for n, f in server.files.items() if n == parts[2])
@@ -146,4 +148,25 @@ def test_an_index_that_answers_is_the_one_pip_uses(tmp_path, isolated_pip):
         index.shutdown()
     assert (folder / torch.name).read_bytes() == torch.read_bytes()
     assert "/files/%s" % torch.name in index.asked
+    assert "does not answer" not in said.getvalue()
+
+
+def test_the_question_goes_through_pips_proxy_as_the_fetch_does(tmp_path, isolated_pip):
+    """pip.conf's (or PIP_PROXY's) proxy: the index answers only through it here (its name
+    does not resolve), so asking it directly would wrongly send pip elsewhere."""
+    isolated_pip.setenv("PIP_INDEX_URL", "http://127.0.0.1:1/simple")  # fails at once if used
+    isolated_pip.setenv("PIP_RETRIES", "0")
+    torch, numpy = _wheels(tmp_path / "served")
+    proxy = _Index({"torch": torch, "numpy": numpy})
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    isolated_pip.setenv("PIP_PROXY", "http://127.0.0.1:%d" % proxy.server_address[1])
+    isolated_pip.setattr(wheelhouse, "PYTORCH_CPU_INDEX", "http://cpu-index.invalid/whl/cpu")
+    isolated_pip.setenv("PIP_TRUSTED_HOST", "cpu-index.invalid")  # plain http, in a test
+    said = io.StringIO()
+    try:
+        folder = wheelhouse.ensure_wheelhouse("2.13.0", "3.11", said)
+    finally:
+        proxy.shutdown()
+    assert (folder / torch.name).read_bytes() == torch.read_bytes()
+    assert "http://cpu-index.invalid/whl/cpu/torch/" in proxy.asked  # the question, proxied
     assert "does not answer" not in said.getvalue()

@@ -1,0 +1,106 @@
+"""./noxw and a package index that needs credentials (https://user:token@host/simple): urllib
+sends no userinfo and reads "token@host" as a port, so noxw sends them as a Basic header, to
+the index's own host only, and never prints them. Real HTTP on 127.0.0.1."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import importlib.util
+import ssl
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = importlib.util.spec_from_file_location("noxw", ROOT / "tools" / "noxw.py")
+noxw = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(noxw)
+
+WHEEL = b"not really a wheel, but bytes with a pinned size" * 100
+NAME = "uv-0.13.9-py3-none-any.whl"
+SECRET = "s3cr3t-t0ken"
+
+
+class _Index(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None]] = []
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        given = self.headers.get("Authorization")
+        self.server.seen.append((self.path, given))
+        wanted = "Basic " + base64.b64encode(("envbench:%s" % SECRET).encode()).decode()
+        if given != wanted:
+            self.send_error(401)
+            return
+        if self.path == "/simple/uv/":
+            body = ('<a href="/files/%s#sha256=%s">%s</a>'
+                    % (NAME, hashlib.sha256(WHEEL).hexdigest(), NAME)).encode()
+            kind = "text/html"
+        elif self.path == "/files/%s" % NAME:
+            body, kind = WHEEL, "application/octet-stream"
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def index():
+    server = _Index()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_credentials_in_the_index_url_are_sent_as_a_header_and_the_file_comes(index, tmp_path):
+    port = index.server_address[1]
+    url = "http://envbench:%s@127.0.0.1:%d/simple" % (SECRET, port)
+    found = noxw.file_url(url, NAME, ssl.create_default_context())
+    assert found.split("#")[0] == "http://127.0.0.1:%d/files/%s" % (port, NAME)
+    _, header = noxw.credentials(url)
+    dest = tmp_path / NAME
+    noxw.download(found, dest, len(WHEEL), ssl.create_default_context(), header)
+    assert dest.read_bytes() == WHEEL
+    assert all(given is not None for _, given in index.seen)
+
+
+def test_a_wrong_token_is_reported_without_the_token(index, tmp_path, monkeypatch):
+    port = index.server_address[1]
+    wrong = "http://envbench:not-the-%s@127.0.0.1:%d/simple" % (SECRET, port)
+    monkeypatch.setenv("ENVBENCH_INDEX_URL", wrong)
+    monkeypatch.setenv("ENVBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(noxw, "wheel_for_platform", lambda: (NAME, "0" * 64, len(WHEEL)))
+    with pytest.raises(noxw.NoxwError) as raised:
+        noxw.ensure_uv({})
+    message = str(raised.value)
+    assert "Unauthorized" in message and "127.0.0.1:%d" % port in message
+    assert SECRET not in message and "not-the" not in message
+
+
+def test_a_token_that_reads_as_a_port_is_no_traceback_and_no_secret(tmp_path, monkeypatch):
+    # "user:tok@host" without a port: urllib alone raises InvalidURL, quoting the token.
+    monkeypatch.setenv("ENVBENCH_INDEX_URL", "http://user:%s@127.0.0.1:1/simple" % SECRET)
+    monkeypatch.setenv("ENVBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(noxw, "wheel_for_platform", lambda: (NAME, "0" * 64, len(WHEEL)))
+    with pytest.raises(noxw.NoxwError) as raised:
+        noxw.ensure_uv({})
+    assert SECRET not in str(raised.value)
+
+
+def test_printed_index_urls_keep_only_the_host():
+    assert noxw.shown("https://u:%s@idx.example/%s/simple" % (SECRET, SECRET)) == \
+        "https://idx.example/…"
