@@ -72,7 +72,10 @@ def _only_here(url: str) -> bool:
     """An index no other machine reaches: this host (localhost, loopback) or a private,
     link-local address (a devpi beside the kit, a mirror on the office network). A VM told
     such an index would fail at its first fetch; it keeps its own default instead."""
-    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        host = urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:  # "https://[::1/simple": no VM could use it either
+        return True
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:

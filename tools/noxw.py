@@ -190,16 +190,31 @@ def configured_index(pip):
             or os.environ.get("UV_INDEX_URL") or pip.get("index-url"))
 
 
+def usable_url(url):
+    """An http(s) URL with a host that urllib can ask: no spaces or control characters, a
+    well-formed host and port ("[::1", ":99999" raise inside urllib, quoting the URL)."""
+    if not url.startswith(("https://", "http://")) or any(ord(c) < 33 or c == "\x7f"
+                                                          for c in url):
+        return False
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:
+        return False
+
+
 def indexes(pip):
     if no_index(pip):
         return []
     named = os.environ.get("ENVBENCH_INDEX_URL")
-    if named and not named.startswith(("https://", "http://")):
+    if named and not usable_url(named):
+        # Quoted without its user:password@, which may be a token.
         raise NoxwError("ENVBENCH_INDEX_URL=%r is not an http(s) URL: give the package "
-                        "index's simple URL (https://…/simple)" % named[:200])
+                        "index's simple URL (https://…/simple)"
+                        % re.sub(r"//[^/]*@", "//…@", named[:200]))
     first = configured_index(pip) or pip_default_index()
     extra = (pip.get("extra-index-url") or "").split()
-    return [u for u in [first, *extra] if u and u.startswith(("https://", "http://"))]
+    return [u for u in [first, *extra] if u and usable_url(u)]
 
 
 def credentials(url):

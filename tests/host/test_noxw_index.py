@@ -104,3 +104,18 @@ def test_a_token_that_reads_as_a_port_is_no_traceback_and_no_secret(tmp_path, mo
 def test_printed_index_urls_keep_only_the_host():
     assert noxw.shown("https://u:%s@idx.example/%s/simple" % (SECRET, SECRET)) == \
         "https://idx.example/…"
+
+
+@pytest.mark.parametrize("url", ["https://exa mple/simple", "https://x.example/simple\nEVIL",
+                                 "https://u:%s@[::1/simple" % SECRET,
+                                 "http://127.0.0.1:99999/simple",
+                                 "ftp://u:%s@mirror/simple" % SECRET])
+def test_an_index_url_urllib_cannot_ask_is_one_sentence_without_its_secret(url, tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setenv("ENVBENCH_INDEX_URL", url)
+    monkeypatch.setenv("ENVBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(noxw, "wheel_for_platform", lambda: (NAME, "0" * 64, len(WHEEL)))
+    with pytest.raises(noxw.NoxwError) as raised:
+        noxw.ensure_uv({})
+    assert "is not an http(s) URL" in str(raised.value)
+    assert SECRET not in str(raised.value)
