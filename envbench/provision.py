@@ -43,26 +43,42 @@ def say(out: TextIO, text: str) -> None:
 PIP_DEFAULT_QUERY = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
 
 
+def pip_settings() -> dict[str, str]:
+    """pip's settings by name ('index-url', 'cert', 'proxy', ...) as `pip config list` shows
+    them (its files and PIP_* variables), the way pip weighs them: a variable over a
+    command's section over [global]. Empty where pip does not answer."""
+    try:
+        listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                                capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    weight = {":env:": 3, "download": 2, "install": 2, "global": 1}
+    found: dict[str, tuple[int, str]] = {}
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        section, _, name = key.rpartition(".")
+        value = value.strip().strip("'\"")
+        rank = weight.get(section, 0)
+        if value and rank and rank >= found.get(name, (0, ""))[0]:
+            found[name] = (rank, value)
+    return {name: value for name, (_, value) in found.items()}
+
+
 def package_index() -> str | None:
     """The package index this host installs from, for a machine the kit sets up elsewhere
     (a cloud VM's ./noxw, where a stock image has no pip to name one): ENVBENCH_INDEX_URL,
     else the index pip is configured with, else pip's own default. None where none is an
-    http(s) URL (an offline host's local folders mean nothing on a VM)."""
+    http(s) URL (an offline host's local folders mean nothing on a VM), or where it is one
+    only this host or its network reaches."""
     named = (os.environ.get("ENVBENCH_INDEX_URL") or os.environ.get("UV_DEFAULT_INDEX")
-             or os.environ.get("PIP_INDEX_URL"))
+             or os.environ.get("PIP_INDEX_URL") or pip_settings().get("index-url"))
     if not named:
         try:
-            listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                                    capture_output=True, text=True, timeout=60).stdout
             asked = subprocess.run([sys.executable, "-c", PIP_DEFAULT_QUERY],
                                    capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
             return None
-        configured = [line.partition("=")[2].strip().strip("'\"")
-                      for line in listed.splitlines()
-                      if line.partition("=")[0].endswith(".index-url")]
-        named = configured[-1] if configured else (
-            asked.stdout.strip() if asked.returncode == 0 else None)
+        named = asked.stdout.strip() if asked.returncode == 0 else None
     if not named or not named.startswith(("https://", "http://")):
         return None
     return None if _only_here(named) else named

@@ -235,7 +235,7 @@ class FanOut:
                     for cluster in in_flight:
                         self.teardown_one(cluster)
             finally:
-                _restore_signals(previous)
+                stopping.restore(previous)
         if interrupted:
             for o in self.outcomes.values():
                 if not o.state.ended:
@@ -317,9 +317,6 @@ def _ignore_stop_signals() -> None:
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_IGN)
 
-
-def _restore_signals(previous: dict[int, Any]) -> None:
-    stopping.restore(previous)
 
 
 BENCH_EXIT = re.compile(r"envbench: bench exited with code (\d+)")

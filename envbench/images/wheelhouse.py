@@ -4,7 +4,6 @@ packages (the local launcher's VMs)."""
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,27 +31,6 @@ def folder_for(torch: str, python: str, extra: tuple[str, ...] = ()) -> Path:
     return cache.root() / name
 
 
-def _pip_connection() -> dict[str, str | None]:
-    """pip's own `cert` and `proxy` (environment, then its configuration files), so that
-    asking an index goes the way pip's fetch will: through a proxy, trusting a company's
-    certificate authority."""
-    found = {"cafile": os.environ.get("PIP_CERT"), "proxy": os.environ.get("PIP_PROXY")}
-    if found["cafile"] and found["proxy"]:
-        return found
-    try:
-        listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                                capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return found
-    for line in listed.splitlines():
-        key, _, value = line.partition("=")
-        value = value.strip().strip("'\"")
-        for name, setting in (("cafile", ".cert"), ("proxy", ".proxy")):
-            if key.endswith(setting) and value and not found[name]:
-                found[name] = value
-    return found
-
-
 def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout,
                       extra: tuple[str, ...] = ()) -> Path:
     """torch's CPU build and its dependencies for Python ``python``, with numpy (pip stacks
@@ -78,8 +56,10 @@ def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout,
     # take the highest version across both, which for torch is a CUDA build. Asked once
     # first: pip retries each package 5 times, and an index out of reach cost 85 s (measured
     # in the demo) before the host's configuration was tried.
+    # Through pip's own proxy and certificate authority: the way pip's fetch will go.
+    pip = provision.pip_settings()
     unreachable = download.answers(PYTORCH_CPU_INDEX + "/torch/", INDEX_ANSWER_S,
-                                   **_pip_connection())
+                                   pip.get("cert"), pip.get("proxy"))
     proc = None
     if unreachable is None:
         proc = subprocess.run(command + ["--index-url", PYTORCH_CPU_INDEX],
