@@ -4,14 +4,12 @@ the index's own host only, and never prints them. Real HTTP on 127.0.0.1."""
 from __future__ import annotations
 
 import base64
-import hashlib
-import http.server
 import importlib.util
 import ssl
-import threading
 from pathlib import Path
 
 import pytest
+from simple_index import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = importlib.util.spec_from_file_location("noxw", ROOT / "tools" / "noxw.py")
@@ -23,51 +21,18 @@ NAME = "uv-0.13.9-py3-none-any.whl"
 SECRET = "s3cr3t-t0ken"
 
 
-class _Index(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str | None]] = []
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        given = self.headers.get("Authorization")
-        self.server.seen.append((self.path, given))
-        wanted = "Basic " + base64.b64encode(("envbench:%s" % SECRET).encode()).decode()
-        if given != wanted:
-            self.send_error(401)
-            return
-        if self.path == "/simple/uv/":
-            body = ('<a href="/files/%s#sha256=%s">%s</a>'
-                    % (NAME, hashlib.sha256(WHEEL).hexdigest(), NAME)).encode()
-            kind = "text/html"
-        elif self.path == "/files/%s" % NAME:
-            body, kind = WHEEL, "application/octet-stream"
-        else:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture
-def index():
-    server = _Index()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
+def index(tmp_path):
+    wheel = tmp_path / "served" / NAME
+    wheel.parent.mkdir()
+    wheel.write_bytes(WHEEL)
+    token = "Basic " + base64.b64encode(("envbench:%s" % SECRET).encode()).decode()
+    with serving({"uv": wheel}, authorization=token) as server:
+        yield server
 
 
 def test_credentials_in_the_index_url_are_sent_as_a_header_and_the_file_comes(index, tmp_path):
-    port = index.server_address[1]
+    port = index.port
     url = "http://envbench:%s@127.0.0.1:%d/simple" % (SECRET, port)
     found = noxw.file_url(url, NAME, ssl.create_default_context())
     assert found.split("#")[0] == "http://127.0.0.1:%d/files/%s" % (port, NAME)
@@ -75,11 +40,11 @@ def test_credentials_in_the_index_url_are_sent_as_a_header_and_the_file_comes(in
     dest = tmp_path / NAME
     noxw.download(found, dest, len(WHEEL), ssl.create_default_context(), header)
     assert dest.read_bytes() == WHEEL
-    assert all(given is not None for _, given in index.seen)
+    assert all(given is not None for given in index.headers_seen)
 
 
 def test_a_wrong_token_is_reported_without_the_token(index, tmp_path, monkeypatch):
-    port = index.server_address[1]
+    port = index.port
     wrong = "http://envbench:not-the-%s@127.0.0.1:%d/simple" % (SECRET, port)
     monkeypatch.setenv("ENVBENCH_INDEX_URL", wrong)
     monkeypatch.setenv("ENVBENCH_CACHE", str(tmp_path))

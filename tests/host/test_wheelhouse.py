@@ -4,16 +4,15 @@ pip's retries (85 s from a fresh clone here); an index that answers is the one u
 Real pip against real servers on 127.0.0.1, with wheels made here."""
 from __future__ import annotations
 
-import http.server
 import io
 import os
 import socket
 import threading
-import urllib.parse
 import zipfile
 from pathlib import Path
 
 import pytest
+from simple_index import serving
 
 from envbench.images import wheelhouse
 
@@ -70,17 +69,15 @@ def test_an_index_that_does_not_answer_is_asked_once_then_the_hosts_configuratio
     # The host's configuration: an index that answers. pip, pointed at the silent one, would
     # connect again and again (a short timeout and one retry keep that to seconds here).
     torch, numpy = _wheels(tmp_path / "served")
-    hosts = _Index({"torch": torch, "numpy": numpy})
-    threading.Thread(target=hosts.serve_forever, daemon=True).start()
-    isolated_pip.setenv("PIP_INDEX_URL", "http://127.0.0.1:%d/whl/cpu" % hosts.server_address[1])
     isolated_pip.setenv("PIP_DEFAULT_TIMEOUT", "2")
     isolated_pip.setenv("PIP_RETRIES", "1")
     said = io.StringIO()
     try:
-        folder = wheelhouse.ensure_wheelhouse("2.13.0", "3.11", said)
+        with serving({"torch": torch, "numpy": numpy}) as hosts:
+            isolated_pip.setenv("PIP_INDEX_URL", "http://127.0.0.1:%d/whl/cpu" % hosts.port)
+            folder = wheelhouse.ensure_wheelhouse("2.13.0", "3.11", said)
     finally:
         silent.close()
-        hosts.shutdown()
     assert sorted(p.name for p in folder.glob("*.whl")) == sorted([torch.name, numpy.name])
     assert "/files/%s" % torch.name in hosts.asked
     # One connection: the question. pip was never pointed at it.
@@ -89,63 +86,17 @@ def test_an_index_that_does_not_answer_is_asked_once_then_the_hosts_configuratio
     assert "comes from this host's pip configuration" in said.getvalue()
 
 
-class _Index(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, files: dict[str, Path]) -> None:
-        self.files = files
-        self.asked: list[str] = []
-        super().__init__(("127.0.0.1", 0), _IndexHandler)
-
-
-class _IndexHandler(http.server.BaseHTTPRequestHandler):
-    """A PEP 503 simple index under /whl/cpu/ for the wheels it was given."""
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        server = self.server
-        server.asked.append(self.path)
-        # Asked as a proxy, the path is a whole URL: what follows the host is the same.
-        parts = [p for p in urllib.parse.urlsplit(self.path).path.split("/") if p]
-        if len(parts) == 3 and parts[:2] == ["whl", "cpu"]:
-            links = "".join('<a href="/files/%s">%s</a>' % (f.name, f.name)
-                            for n, f in server.files.items() if n == parts[2])
-            body = ("<html><body>%s</body></html>" % links).encode()
-            kind = "text/html"
-        elif len(parts) == 2 and parts[0] == "files":
-            match = [f for f in server.files.values() if f.name == parts[1]]
-            if not match:
-                self.send_error(404)
-                return
-            body = match[0].read_bytes()
-            kind = "application/octet-stream"
-        else:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 def test_an_index_that_answers_is_the_one_pip_uses(tmp_path, isolated_pip):
     # The host's own configuration names an index that refuses: had the first attempt
     # failed, the fetch would fail too, at once, rather than pass from elsewhere.
     isolated_pip.setenv("PIP_INDEX_URL", "http://127.0.0.1:1/simple")
     isolated_pip.setenv("PIP_RETRIES", "0")
     torch, numpy = _wheels(tmp_path / "served")
-    index = _Index({"torch": torch, "numpy": numpy})
-    threading.Thread(target=index.serve_forever, daemon=True).start()
-    isolated_pip.setattr(wheelhouse, "PYTORCH_CPU_INDEX",
-                         "http://127.0.0.1:%d/whl/cpu" % index.server_address[1])
     said = io.StringIO()
-    try:
+    with serving({"torch": torch, "numpy": numpy}) as index:
+        isolated_pip.setattr(wheelhouse, "PYTORCH_CPU_INDEX",
+                             "http://127.0.0.1:%d/whl/cpu" % index.port)
         folder = wheelhouse.ensure_wheelhouse("2.13.0", "3.11", said)
-    finally:
-        index.shutdown()
     assert (folder / torch.name).read_bytes() == torch.read_bytes()
     assert "/files/%s" % torch.name in index.asked
     assert "does not answer" not in said.getvalue()
@@ -157,16 +108,12 @@ def test_the_question_goes_through_pips_proxy_as_the_fetch_does(tmp_path, isolat
     isolated_pip.setenv("PIP_INDEX_URL", "http://127.0.0.1:1/simple")  # fails at once if used
     isolated_pip.setenv("PIP_RETRIES", "0")
     torch, numpy = _wheels(tmp_path / "served")
-    proxy = _Index({"torch": torch, "numpy": numpy})
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    isolated_pip.setenv("PIP_PROXY", "http://127.0.0.1:%d" % proxy.server_address[1])
     isolated_pip.setattr(wheelhouse, "PYTORCH_CPU_INDEX", "http://cpu-index.invalid/whl/cpu")
     isolated_pip.setenv("PIP_TRUSTED_HOST", "cpu-index.invalid")  # plain http, in a test
     said = io.StringIO()
-    try:
+    with serving({"torch": torch, "numpy": numpy}) as proxy:
+        isolated_pip.setenv("PIP_PROXY", "http://127.0.0.1:%d" % proxy.port)
         folder = wheelhouse.ensure_wheelhouse("2.13.0", "3.11", said)
-    finally:
-        proxy.shutdown()
     assert (folder / torch.name).read_bytes() == torch.read_bytes()
     assert "http://cpu-index.invalid/whl/cpu/torch/" in proxy.asked  # the question, proxied
     assert "does not answer" not in said.getvalue()
