@@ -6,7 +6,12 @@ class UserError(Exception):
     """A problem the user can fix (bad matrix, no engine, missing base image...)."""
 
 
-class MatrixError(UserError):
+class BadInput(UserError):
+    """What was asked cannot be run as asked (an unknown environment or target, a selection
+    that matches no cell): exit code 2, nothing ran."""
+
+
+class MatrixError(BadInput):
     """The matrix file is invalid; ``problems`` holds one 'key.path: reason' line each."""
 
     def __init__(self, path: str, problems: list[str]):

@@ -17,7 +17,7 @@ from envbench import stats
 from envbench.cells.expansion import Cell
 from envbench.engine import connection
 from envbench.errors import UserError
-from envbench.images import dockerfile, footprint
+from envbench.images import bases, dockerfile, footprint
 from envbench.images import lock as lockmod
 from envbench.matrix.models import Matrix
 from envbench.results import store
@@ -97,28 +97,45 @@ def disk_check(client: Any, m: Matrix, to_build: Sequence[str], locks_dir: Path,
 
 
 def tags_to_run(m: Matrix, names: Sequence[str], matrix_dir: Path,
-                locks_dir: Path) -> dict[str, str | None]:
+                locks_dir: Path, client: Any = None) -> dict[str, str | None]:
     """The image tag each environment will run, where it is known before anything is
     resolved or built: a Debian stack's, and a pip stack's with a current lock. None where
     the lock is missing, stale or unreadable (a new lock makes a new tag) or the plan fails
     (the build will say why). An image of the same name built from other pins or another
-    bench/ is not the one that will run."""
-    tags: dict[str, str | None] = {}
+    bench/ is not the one that will run. ``client``: the engine, whose images tell which
+    default base a stack builds on (envbench.images.bases.known)."""
+    return {name: _tag(m, name, matrix_dir, locks_dir, bases.known(client, m.environments[name]))
+            for name in names}
+
+
+def tags_either_base(m: Matrix, names: Sequence[str], matrix_dir: Path,
+                     locks_dir: Path) -> dict[str, tuple[str, ...]]:
+    """The tags each environment's image may have, for a reader without the engine (the
+    report): on the registry's default base, or on the kit's own where no registry answered
+    when it was built. Empty where the tag is not known (see tags_to_run)."""
+    found: dict[str, tuple[str, ...]] = {}
     for name in names:
         env = m.environments[name]
-        try:
-            current = None
-            if env.source == "pip":
-                found = lockmod.status(name, env, matrix_dir, locks_dir)
-                if found.state is not lockmod.LockState.CURRENT:
-                    tags[name] = None
-                    continue
-                current = found.lock
-            tags[name] = dockerfile.plan(name, env, matrix_dir, current,
-                                         m.needs_compiler).tag
-        except UserError:
-            tags[name] = None
-    return tags
+        kit = None if env.base else bases.kit_base(env)
+        tags = [_tag(m, name, matrix_dir, locks_dir, default) for default in (None, kit)
+                if default is None or kit is not None]
+        found[name] = tuple(dict.fromkeys(t for t in tags if t is not None))
+    return found
+
+
+def _tag(m: Matrix, name: str, matrix_dir: Path, locks_dir: Path,
+         default: str | None) -> str | None:
+    env = m.environments[name]
+    try:
+        current = None
+        if env.source == "pip":
+            found = lockmod.status(name, env, matrix_dir, locks_dir)
+            if found.state is not lockmod.LockState.CURRENT:
+                return None
+            current = found.lock
+        return dockerfile.plan(name, env, matrix_dir, current, m.needs_compiler, default).tag
+    except UserError:
+        return None
 
 
 def unbuilt(client: Any, tags: dict[str, str | None]) -> list[str]:

@@ -10,7 +10,7 @@ from bench.options import parse_config
 from envbench.cells import resources
 from envbench.cells.resources import Resources
 from envbench.engine.host import Host
-from envbench.errors import UserError
+from envbench.errors import BadInput, UserError
 from envbench.matrix import workloads
 from envbench.matrix.models import Matrix, Settings, Target
 from envbench.matrix.workloads import WorkloadPlan
@@ -77,7 +77,7 @@ def expand(matrix: Matrix, envs: list[str] | None = None, targets: list[str] | N
                                 (targets, matrix.targets, "target")):
         unknown = sorted(set(wanted or ()) - set(known))
         if unknown:
-            raise UserError("unknown %s %s (the matrix has: %s)"
+            raise BadInput("unknown %s %s (the matrix has: %s)"
                             % (what, ", ".join(unknown), ", ".join(known)))
     bench = matrix.benchmark
     base = Settings(**bench.model_dump(include=set(Settings.model_fields))).model_dump()

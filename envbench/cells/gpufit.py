@@ -14,6 +14,7 @@ from envbench.engine.gpu import GpuState
 from envbench.images import archs
 from envbench.images.archs import Archs
 from envbench.matrix.models import Environment
+from envbench.results.outcome import NO_GPU, NO_KERNELS
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ def block(name: str, env: Environment, found: GpuState, compiled: Archs | None
           ) -> GpuBlock | None:
     """The first reason the stack's GPU cells cannot run here, or None."""
     first = found.gpus[0] if found.gpus else None
+    if found.absent:
+        return GpuBlock(NO_GPU, gpu.NO_GPU)
     if first is not None and first.mig:
         # A MIG instance is a slice of the GPU, with its own SMs and memory: figures from it
         # are not the GPU's, and --gpus hands a container whole GPUs, not instances.
@@ -58,7 +61,7 @@ def block(name: str, env: Environment, found: GpuState, compiled: Archs | None
     if first is not None and first.capability is not None and compiled is not None:
         problem = archs.misfit(name, env.torch, env.cuda, compiled, first.name, first.capability)
         if problem:
-            return GpuBlock("NoKernelImage", problem)
+            return GpuBlock(NO_KERNELS, problem)
     if found.runtime is False:
         return GpuBlock("GpuUnavailable", found.problem or gpu.NO_RUNTIME)
     issue = gpu.driver_problem(name, env.cuda or "", found.driver)

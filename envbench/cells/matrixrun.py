@@ -30,13 +30,13 @@ from envbench.cells.gpufit import GpuBlock
 from envbench.cells.progress import MatrixProgress
 from envbench.engine import connection, gpu
 from envbench.engine.host import Host
-from envbench.errors import UserError
-from envbench.images import build, dockerfile
+from envbench.errors import BadInput, UserError
+from envbench.images import bases, build, dockerfile
 from envbench.images import lock as lockmod
 from envbench.images.build import BuildFailure, BuiltImage
 from envbench.matrix import models
 from envbench.options import Options
-from envbench.results import store
+from envbench.results import outcome, store
 from envbench.results.identity import DataIdentity
 
 
@@ -53,20 +53,22 @@ def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
               % ", ".join(cloud))
         cells = [c for c in cells if c.target not in cloud]
     if not cells:
-        raise UserError("no cells match (kind=%s, env=%s, target=%s) in %s"
+        raise BadInput("no cells match (kind=%s, env=%s, target=%s) in %s"
                         % (opts.kind or "any", ",".join(opts.envs) or "any",
                            ",".join(opts.targets) or "any", opts.matrix_path))
     return m, cells
 
 
-def planned(m: models.Matrix, name: str, opts: Options, out: TextIO) -> dockerfile.Plan:
+def planned(m: models.Matrix, name: str, opts: Options, out: TextIO,
+            chooser: bases.Chooser) -> dockerfile.Plan:
     """The image plan of an environment, with its lock (created when missing, refused when
-    stale) for a pip stack."""
+    stale) for a pip stack, on the base this engine can have (see envbench.images.bases)."""
     env = m.environments[name]
     lock = None
     if env.source == "pip":
         lock = lockmod.ensure(name, env, opts.matrix_dir, opts.locks_dir, opts.frozen, out)
-    return dockerfile.plan(name, env, opts.matrix_dir, lock, m.needs_compiler)
+    return dockerfile.plan(name, env, opts.matrix_dir, lock, m.needs_compiler,
+                           chooser.base(name, env))
 
 
 def build_images(client: docker.DockerClient, m: models.Matrix, env_names: list[str],
@@ -76,10 +78,11 @@ def build_images(client: docker.DockerClient, m: models.Matrix, env_names: list[
     have had, where known) and the others go on. ``tidy``: see build.build."""
     built: dict[str, BuiltImage] = {}
     failed: dict[str, BuildFailure] = {}
+    chooser = bases.Chooser(client, opts.allow_pull, out)
     for name in env_names:
         p = None
         try:
-            p = planned(m, name, opts, out)
+            p = planned(m, name, opts, out, chooser)
             image = build.build(client, p, opts.log_dir, opts.allow_pull, out, tidy=tidy)
             base = connection.image_or_none(client, p.base)
             built[name] = BuiltImage(p, image, build.base_digest(base) if base else None)
@@ -142,7 +145,8 @@ class _Session:
         if target.device == "cuda" and cell.environment in self.gpu_blocked:
             block = self.gpu_blocked[cell.environment]
             p = cellmod.prepare(cell, target, self.host, self.data, None)
-            return self._failed(p, block.kind, block.sentence), "failed: " + block.sentence
+            record = self._failed(p, block.kind, block.sentence)
+            return record, "%s: %s" % (outcome.of(record), block.sentence)
         if cell.environment in self.build_failures:
             failure = self.build_failures[cell.environment]
             p = cellmod.prepare(cell, target, self.host, self.data, None)
@@ -226,7 +230,7 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
                           cells: list[cellmod.Cell], client: docker.DockerClient) -> int:
     host = Host.of_engine(client)
     tags = estimate.tags_to_run(m, list(dict.fromkeys(c.environment for c in cells)),
-                                opts.matrix_dir, opts.locks_dir)
+                                opts.matrix_dir, opts.locks_dir, client)
     blocked = gpu_blocks(client, m, cells, out, tags)
     # An environment whose every cell this host cannot run is not built at all.
     names = list(dict.fromkeys(c.environment for c in cells if not (
@@ -285,16 +289,18 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
         print("kit overhead per executed cell (container start/stop, result handling): "
               "median %.2f s, max %.2f s"
               % (stats.median(session.overheads), max(session.overheads)), file=out)
-    return 0 if all(r.get("status") == "ok" for _, r in done) else 1
+    tally = outcome.Tally.of(r for _, r in done)
+    print("cells: %s" % tally.sentence(), file=out)
+    return tally.exit_code
 
 
 def _run_round(session: _Session, slots: list[schedule.Slot], mode: str, seed: int,
                shown: MatrixProgress, done: list[tuple[cellmod.Cell, dict[str, Any]]]) -> None:
     for slot in slots:
         shown.start(len(done) + 1, slot.cell.label)
-        record, outcome = session.run(slot, mode, seed)
+        record, ending = session.run(slot, mode, seed)
         done.append((slot.cell, record))
-        shown.done(outcome, executed=not outcome.startswith("cached"))
+        shown.done(ending, executed=not ending.startswith(("cached", "refused")))
 
 
 def _policy(m: models.Matrix, opts: Options) -> decide.Policy:
@@ -326,6 +332,10 @@ def _more(m: models.Matrix, opts: Options,
             for key in by_key if wanted[key] > len(by_key[key])]
 
 
+# Reasons that hold for every stack alike: said once, not per environment.
+HOST_WIDE = ("GpuUnavailable", outcome.NO_GPU)
+
+
 def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmod.Cell],
                out: TextIO, tags: dict[str, str | None]) -> dict[str, GpuBlock]:
     """The GPU checks, before any build: environments whose GPU cells cannot run here (no
@@ -343,13 +353,16 @@ def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmo
             "%s%s" % (g.name, " (sm_%d%d)" % g.capability if g.capability else "")
             for g in found.gpus), found.driver), file=out)
     blocked = gpufit.blocks(client, {n: m.environments[n] for n in names}, found, tags)
-    host_wide = {why.sentence for why in blocked.values() if why.kind == "GpuUnavailable"}
-    for sentence in sorted(host_wide):  # the runtime's reason, once for every stack
-        print("GPU cells cannot run on this host: %s" % sentence, file=out, flush=True)
+    host_wide = {why for why in blocked.values() if why.kind in HOST_WIDE}
+    for why in sorted(host_wide, key=lambda w: w.sentence):  # once for every stack
+        print("GPU cells %s on this host: %s" % (
+            "are left out" if why.kind in outcome.REFUSED_BY_DESIGN else "cannot run",
+            why.sentence), file=out, flush=True)
     for name, why in blocked.items():
-        if why.kind != "GpuUnavailable":
-            print("GPU cells of %s cannot run here: %s" % (name, why.sentence), file=out,
-                  flush=True)
+        if why.kind not in HOST_WIDE:
+            print("GPU cells of %s %s here: %s" % (
+                name, "are refused" if why.kind in outcome.REFUSED_BY_DESIGN else
+                "cannot run", why.sentence), file=out, flush=True)
     return blocked
 
 

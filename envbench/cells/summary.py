@@ -6,6 +6,7 @@ from typing import Any, TextIO
 
 from envbench import stats
 from envbench.cells.expansion import Cell
+from envbench.results import outcome
 from envbench.results.identity import variant_text
 
 
@@ -13,7 +14,7 @@ def figure(record: dict[str, Any]) -> str:
     """The end of a cell's progress line: its figures, or why it failed."""
     if record.get("status") != "ok":
         error = record.get("error") or {}
-        return "failed: %s: %s" % (error.get("type"), error.get("message"))
+        return "%s: %s: %s" % (outcome.of(record), error.get("type"), error.get("message"))
     summary = record["summary"]
     unit, per_sample = _unit(record)
     return "%.2f s/epoch, %.0f %s, acc %.1f%%" % (
@@ -45,8 +46,9 @@ def table(records: list[tuple[Cell, dict[str, Any]]], out: TextIO) -> None:
         rate = stats.median([r["summary"]["samples_per_s"] * per_sample for r in ok]) \
             if ok else None
         acc = stats.median([r["summary"]["final_test_acc"] for r in ok]) if ok else None
+        nothing = "refused" if all(outcome.of(r) == "refused" for r in recs) else "failed"
         rows.append((env, target, variant, "%d/%d" % (len(ok), len(recs)),
-                     "%.2f" % epoch if epoch is not None else "failed",
+                     "%.2f" % epoch if epoch is not None else nothing,
                      "%.0f %s" % (rate, unit) if rate is not None else "—",
                      "%.1f%%" % (100 * acc) if acc is not None else "—"))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]

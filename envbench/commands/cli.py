@@ -9,7 +9,7 @@ import importlib
 import sys
 
 from envbench import options, stopping
-from envbench.errors import MatrixError, UserError
+from envbench.errors import BadInput, UserError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # The streams as they are now (a test may have replaced them), not at import time.
         return int(verb.run(options.from_namespace(args), sys.stdout))
-    except MatrixError as exc:
+    except BadInput as exc:  # a bad matrix or selection: nothing ran
         print("error: %s" % exc, file=sys.stderr)
         return 2
     except UserError as exc:

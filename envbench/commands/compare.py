@@ -13,7 +13,7 @@ import math
 import sys
 from typing import TextIO
 
-from envbench.errors import UserError
+from envbench.errors import BadInput
 from envbench.options import Options
 from envbench.report import compare, grouping
 from envbench.report.formats import step_time
@@ -25,16 +25,16 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
     # Both inputs before either is walked: a wrong OLD is said at once, not after NEW.
     for what, path in (("OLD", opts.old), ("NEW", opts.new)):
         if not path.exists():
-            raise UserError("%s (%s) does not exist" % (what, path))
+            raise BadInput("%s (%s) does not exist" % (what, path))
     if not (math.isfinite(opts.threshold) and 0 <= opts.threshold < 1):
-        raise UserError("--threshold %s: expected a fraction from 0 to below 1 (0.05 is 5%%)"
+        raise BadInput("--threshold %s: expected a fraction from 0 to below 1 (0.05 is 5%%)"
                         % opts.threshold)
     old, skipped_old = store.load_all([opts.old])
     new, skipped_new = store.load_all([opts.new])
     for what, path, loaded, skipped in (("OLD", opts.old, old, skipped_old),
                                         ("NEW", opts.new, new, skipped_new)):
         if not loaded:
-            raise UserError("%s (%s) holds no valid results%s" % (
+            raise BadInput("%s (%s) holds no valid results%s" % (
                 what, path, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
                 if skipped else ""))
     for file, why in skipped_old + skipped_new:

@@ -19,6 +19,8 @@ from envbench.engine.sandbox import locked_down
 NVIDIA_FIX = ("install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure "
               "--runtime=docker` and restart dockerd")
 NO_RUNTIME = "this Docker engine has no NVIDIA runtime: %s" % NVIDIA_FIX
+NO_GPU = ("this host has no NVIDIA GPU (none on its PCI bus, no driver, no nvidia-smi): GPU "
+          "targets need a GPU host; here run the CPU targets (`--kind cpu`, `nox -s bench-cpu`)")
 # The oldest Linux driver each CUDA major runs on (NVIDIA's minor-version compatibility:
 # a CUDA 12.x wheel runs on any driver from 525.60.13 on).
 MIN_DRIVER = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
@@ -45,10 +47,19 @@ class GpuState:
     problem: str | None = None  # why the runtime or the GPUs could not be told
     driver_only: str | None = None  # the driver, where only /proc could be read
     mode: str = "gpus"  # how containers get GPUs: Docker's --gpus, or "cdi" devices
+    on_pci: bool = False  # an NVIDIA display or 3D controller on this host's PCI bus
 
     @property
     def driver(self) -> str | None:
         return self.gpus[0].driver if self.gpus else self.driver_only
+
+    @property
+    def absent(self) -> bool:
+        """No NVIDIA GPU on this host at all: none listed, no driver, none on the PCI bus,
+        and no container got one. A GPU whose driver or runtime is missing is not absent:
+        that is a fault to fix, not a host without GPUs."""
+        return self.runtime is not True and not self.gpus and self.driver is None \
+            and not self.on_pci
 
 
 def requested_count(gpus: str | int | None) -> int:
@@ -231,6 +242,29 @@ def host_gpus() -> list[GpuInfo] | None:
     return gpus or None
 
 
+NVIDIA_VENDOR = "0x10de"
+# PCI class codes of a GPU: a VGA controller (0x0300xx) or a 3D controller (0x0302xx, the
+# data-centre GPUs). NVIDIA's audio and USB functions share the vendor, not the class.
+GPU_CLASSES = ("0x0300", "0x0302")
+
+
+def nvidia_on_pci(devices: Path = Path("/sys/bus/pci/devices")) -> bool:
+    """Whether this host's PCI bus has an NVIDIA GPU, driver or not (sysfs: no tool needed)."""
+    try:
+        entries = list(devices.iterdir())
+    except OSError:
+        return False
+    for entry in entries:
+        try:
+            vendor = (entry / "vendor").read_text().strip().lower()
+            klass = (entry / "class").read_text().strip().lower()
+        except OSError:
+            continue
+        if vendor == NVIDIA_VENDOR and klass.startswith(GPU_CLASSES):
+            return True
+    return False
+
+
 def proc_driver() -> str | None:
     """The loaded NVIDIA kernel driver's version, from /proc (no nvidia-smi needed)."""
     try:
@@ -291,7 +325,8 @@ def state(client: docker.DockerClient, image: Any | None) -> GpuState:
         if found:
             return GpuState(runtime, tuple(found), problem, mode=mode)
         problem = problem or why
-    return GpuState(runtime, (), problem, driver_only=proc_driver(), mode=mode)
+    return GpuState(runtime, (), problem, driver_only=proc_driver(), mode=mode,
+                    on_pci=nvidia_on_pci())
 
 
 def _version(text: str) -> tuple[int, ...]:

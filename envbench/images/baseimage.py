@@ -126,11 +126,15 @@ def ensure_base(client: Any, out: TextIO = sys.stdout) -> str:
     return ensure(client, codename, out, prefix)
 
 
+def python_tag(base: str) -> str:
+    """The tag of ``base`` with python3 and venv added (ensure_python_base)."""
+    return ("envbench/python-%s" % base.replace("/", "-").replace(":", "-"))[:120] + ":latest"
+
+
 def ensure_python_base(client: Any, base: str, out: TextIO = sys.stdout) -> str:
     """The base with python3 and venv (apt, with the engine's network, once): pip stacks on
     it need no apt, so they are built with the network off."""
-    tag = "envbench/python-%s" % base.replace("/", "-").replace(":", "-")
-    tag = tag[:120] + ":latest"
+    tag = python_tag(base)
     if connection.image_or_none(client, tag) is not None:
         return tag
     provision.say(out, "building %s (%s with python3 and venv)" % (tag, base))

@@ -81,11 +81,12 @@ COMPILER = ("gcc", "g++", "python3-dev")
 
 
 def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None,
-         compiler: bool = False) -> Plan:
+         compiler: bool = False, default: str | None = None) -> Plan:
     """The image of an environment: its Dockerfile rendered, its tag computed. A pip stack's
     image needs its lock (see envbench.lock); without one the plan is a draft whose tag
     is not the one a build would have. ``compiler``: some of its cells use torch.compile
-    (the matrix says, see Matrix.needs_compiler)."""
+    (the matrix says, see Matrix.needs_compiler). ``default``: the base of a stack that
+    names none, where the registry's is not the one (envbench.images.bases)."""
     where = "environments.%s" % name
     if env.dockerfile:
         template_path = (matrix_dir / env.dockerfile).resolve()
@@ -100,7 +101,7 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
     wheelhouse = sources.wheelhouse(name, env, matrix_dir)
     base = sources.checked(sources.expand(env.base, where + ".base"),
                            grammars.image_reference, where + ".base") \
-        if env.base else default_base(env)
+        if env.base else (default or default_base(env))
     # Checked here too: `check` must refuse what a lock would.
     index_url = sources.index_url(name, env)
     apt = list(env.apt)

@@ -21,7 +21,7 @@ from envbench.report import (
     templating,
     unmeasured,
 )
-from envbench.results import store
+from envbench.results import outcome, store
 from envbench.results.clusters import ClusterRun
 from envbench.results.identity import variant_text
 from envbench.results.record import Result
@@ -118,6 +118,7 @@ def build_context(records: list[Result], skipped: list[tuple[str, str]],
         "peak_sources": list({e.peak.name: e.peak for e in efficiency_rows if e.peak}.values()),
         "profiles": operators.cells(groups, out), "moved": operators.moved(groups, base_env),
         "total": len(records), "ok_count": sum(1 for r in records if r.status == "ok"),
+        "refused_count": sum(1 for r in records if outcome.of(r) == "refused"),
         # Synthetic by choice: workloads with no data set to have (resnet50, the GPTs) are
         # synthetic in every run and say nothing about whether CIFAR-10 was there.
         "synthetic_only": _synthetic_by_choice(records),

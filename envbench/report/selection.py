@@ -79,7 +79,7 @@ def current(loaded: list[Result], m: Matrix, cells: list[cellmod.Cell], syntheti
                for repeat in range(limit)}
     environments = {c.environment for c in cells}
     targets = {c.target for c in cells}
-    tags = estimate.tags_to_run(m, sorted(environments), matrix_dir, locks_dir)
+    tags = estimate.tags_either_base(m, sorted(environments), matrix_dir, locks_dir)
     data = expected_data(synthetic, data_dir)
     chosen: dict[tuple[Any, ...], Result] = {}
     left_out: list[tuple[str, str]] = []
@@ -109,7 +109,7 @@ def _superseded(by: Result) -> str:
 
 
 def _judge(record: Result, by_slot: dict[tuple[Any, ...], cellmod.Cell],
-           environments: set[str], targets: set[str], tags: dict[str, str | None],
+           environments: set[str], targets: set[str], tags: dict[str, tuple[str, ...]],
            data: DataIdentity, m: Matrix, synthetic: bool,
            quick: bool) -> tuple[str | None, tuple[Any, ...]]:
     cell = record.cell
@@ -135,9 +135,13 @@ def _judge(record: Result, by_slot: dict[tuple[Any, ...], cellmod.Cell],
         return "not a cell of the current matrix (variant %s, repeat %s)" % (
             variant_text(dict(cell.variant)), cell.repeat), slot
     tag = record.image.get("tag")
-    if tags.get(env_name or "") is not None and tag != tags[env_name or ""]:
+    builds = tags.get(env_name or "") or ()
+    # A cell refused before any build (this GPU, no GPU) names no image: it is still this
+    # matrix's cell, and the page says why it did not run.
+    unbuilt = tag is None and record.status != "ok"
+    if builds and tag not in builds and not unbuilt:
         return "another image of %s (%s; the matrix now builds %s)" % (
-            env_name, tag or "not built", tags[env_name or ""]), slot
+            env_name, tag or "not built", " or ".join(builds)), slot
     recorded = cell.resources or {}
     host = Host(recorded.get("host_cpus") or os.cpu_count() or 1,
                 recorded.get("host_memory_bytes"))

@@ -20,7 +20,8 @@ def test_a_missing_old_run_is_said_before_new_is_walked():
     started = time.monotonic()
     proc = _compare("/nonexistent-envbench-run", "/")  # NEW is the whole file system
     assert time.monotonic() - started < 30
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    # Bad input, nothing compared: exit 2 (docs/running.md, "Exit codes").
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == "error: OLD (/nonexistent-envbench-run) does not exist"
 
 
