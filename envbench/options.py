@@ -207,8 +207,11 @@ COMMANDS: dict[str, Command] = {
                                          "needed)"}),
     "data": Command("download CIFAR-10 once into the cache (md5-checked)", ("cache_dir", "url")),
     "base-image": Command("build the local Debian base image (debootstrap)", ()),
-    "doctor": Command("what this host can run: engine, GPUs, driver, disk, data, registry and "
-                      "indexes (exit 1 when any check fails)", ("matrix_path", "data_dir")),
+    "doctor": Command("what this host can run of the selected cells: engine, GPUs, driver, "
+                      "disk, data, registry and indexes (exit 1 when a check the cells need "
+                      "fails)", (*SELECTION, "synthetic", "data_dir", "locks"),
+                      helps={"synthetic": "the cells will run on synthetic data (no data set "
+                                          "needed)"}),
     "demo": Command("two real stacks on this machine's CPU, then the report", ("reports_dir",),
                     helps={"reports_dir": "where the demo's matrix, results and report go"},
                     defaults={"reports_dir": Path("reports") / "demo"}),

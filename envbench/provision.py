@@ -64,6 +64,19 @@ def pip_settings() -> dict[str, str]:
     return {name: value for name, (_, value) in found.items()}
 
 
+def index_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for the host's pip and uv: ENVBENCH_INDEX_URL, where set, is the
+    index both use (PIP_INDEX_URL, UV_DEFAULT_INDEX), over their own configuration. One
+    setting then reaches noxw's uv, the locks, the wheel fetch and the doctor alike."""
+    env = dict(os.environ if base is None else base)
+    named = env.get("ENVBENCH_INDEX_URL")
+    if named:
+        env["PIP_INDEX_URL"] = named
+        env["UV_DEFAULT_INDEX"] = named
+        env.pop("UV_INDEX_URL", None)
+    return env
+
+
 def package_index() -> str | None:
     """The package index this host installs from, for a machine the kit sets up elsewhere
     (a cloud VM's ./noxw, where a stock image has no pip to name one): ENVBENCH_INDEX_URL,

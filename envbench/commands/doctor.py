@@ -1,11 +1,15 @@
-"""`nox -s doctor`: what this host can run, said before an hour of builds.
+"""`nox -s doctor`: what this host can run of the cells asked for, said before an hour of
+builds.
 
-One line per check, ✔ or ✘, and for each ✘ the fix: the engine and who may reach it, the
-NVIDIA runtime, the GPUs and driver (read by a probe container running nvidia-smi), each
-CUDA stack's minimum driver against the host's, free disk for the images still to build,
-the data set, and whether a registry and the wheel indexes answer. `bench` runs the same
-GPU checks first and records the cells this host cannot run, with the sentence, before
-any build.
+One line per check: ✔ it holds, ✘ it fails (with the fix), ℹ information: something this
+host lacks that the asked cells do not need (GPU lines for CPU-only cells, CIFAR-10 for
+synthetic data, a registry for stacks on the kit's own base, a GPU for a stack refused by
+design). The checks follow the selection (--matrix, --env, --target, --kind, --synthetic):
+the engine and who may reach it, the NVIDIA runtime, the GPUs and driver, each CUDA stack's
+kernels and minimum driver against them, free disk for the images still to build, the data
+set, the registry and the package indexes. `bench` runs the same GPU checks first and records
+the cells this host cannot run, with the sentence, before any build. Exit 1 when a ✘ is
+printed, else 0 (docs/running.md, "Exit codes").
 """
 from __future__ import annotations
 
@@ -17,42 +21,81 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench import cache, download, enginereach
-from envbench.cells import dataset, estimate, gpufit
+from envbench import cache, download, enginereach, provision
+from envbench.cells import dataset, estimate, gpufit, matrixrun
+from envbench.cells.expansion import Cell
 from envbench.engine import connection, gpu
 from envbench.errors import UserError
-from envbench.images import archs, footprint
-from envbench.matrix import grammars, models, sources
+from envbench.images import archs, bases, dockerfile, footprint
+from envbench.matrix import grammars, sources
 from envbench.matrix.models import Matrix
 from envbench.options import Options
 
+INDEX_FIX = ("set PYTORCH_INDEX_URL to a mirror of it, or give the stack a wheelhouse (a folder "
+             "of its wheels, `wheelhouse:` in the matrix: docs/stacks.md)")
 
-@dataclass
+
+@dataclass(frozen=True)
 class Check:
+    """One line. ``needed`` False: the asked cells do not need it, so a miss is information
+    (ℹ), never a failure."""
+
     ok: bool
     what: str
     fix: str | None = None
+    needed: bool = True
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok and self.needed
+
+    @property
+    def mark(self) -> str:
+        return "✔" if self.ok else ("✘" if self.needed else "ℹ")
 
     def line(self) -> str:
-        return "%s %s%s" % ("✔" if self.ok else "✘", self.what,
-                            "\n    fix: %s" % self.fix if self.fix and not self.ok else "")
+        return "%s %s%s" % (self.mark, self.what,
+                            "\n    fix: %s" % self.fix if self.fix and self.failed else "")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The cells the doctor judges the host against, and what they need."""
+
+    matrix: Matrix
+    cells: list[Cell]
+    synthetic: bool
+
+    @property
+    def environments(self) -> list[str]:
+        return list(dict.fromkeys(c.environment for c in self.cells))
+
+    def on(self, device: str) -> list[Cell]:
+        return [c for c in self.cells if self.matrix.targets[c.target].device == device]
+
+    @property
+    def reads_cifar(self) -> bool:
+        if self.synthetic or self.matrix.benchmark.data == "synthetic":
+            return False
+        return any(c.workload.data == "cifar10" for c in self.cells)
 
 
 def _default_index_answers() -> str | None:
-    """pip's configured index (this host's configuration decides which one)."""
+    """The package index the host's pip uses (ENVBENCH_INDEX_URL, else pip's own
+    configuration): None when it answers, else why not."""
     try:
         proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "pip"],
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60,
+                              env=provision.index_environment())
     except subprocess.TimeoutExpired:
         return "no answer within 60 s"
     return None if proc.returncode == 0 else " ".join((proc.stderr or "").split())[-160:]
 
 
-def diagnose(m: Matrix, data_dir: Path | None = None,
-             locks_dir: Path | None = None, matrix_dir: Path | None = None) -> list[Check]:
+def diagnose(asked: Asked, data_dir: Path | None = None, locks_dir: Path | None = None,
+             matrix_dir: Path | None = None) -> list[Check]:
+    m = asked.matrix
     locks_dir = locks_dir or Path("locks")
-    tags = estimate.tags_to_run(m, list(m.environments), matrix_dir or Path("."), locks_dir)
-    out: list[Check] = []
     try:
         client = connection.connect()
     except UserError:
@@ -63,41 +106,43 @@ def diagnose(m: Matrix, data_dir: Path | None = None,
             "and start it"))]
     version = client.version().get("Version", "?")
     who = "as root" if os.geteuid() == 0 else "as this user, without sudo"
-    out.append(Check(True, "Docker engine %s answers %s" % (version, who)))
-
-    out.extend(_gpu_checks(client, m, tags))
-    out.append(_disk(client, m, locks_dir, tags))
-    root = data_dir or dataset.default_cache()
-    ready = dataset.is_ready(root)
-    out.append(Check(ready, "CIFAR-10 in %s" % root if ready else
-                     "CIFAR-10 is not in %s (bench fetches it, 170 MB)" % root,
-                     "nox -s data, or offline: put cifar-10-python.tar.gz at %s" % root))
-    try:
-        client.api.inspect_distribution("debian:bookworm-slim")  # type: ignore[no-untyped-call]
-        out.append(Check(True, "a container registry answers the engine"))
-    except connection.ENGINE_ERRORS as exc:
-        out.append(Check(False, "no container registry answers the engine (%s)"
-                         % connection.explain(exc)[:100],
-                         "base images come from `nox -s base-image` (debootstrap); `nox -s "
-                         "demo` does this by itself"))
-    for url in sorted({u for u in (_index(name, env) for name, env in m.environments.items())
-                       if u}):
-        problem = download.answers(url.rstrip("/") + "/torch/")
-        out.append(Check(problem is None, "wheel index %s %s" % (
-            grammars.masked(url), "answers" if problem is None else "does not answer (%s)"
-            % grammars.masked(problem)),
-            "set PYTORCH_INDEX_URL to a mirror, or give the stack a wheelhouse:"))
-    problem = _default_index_answers()
-    out.append(Check(problem is None, "the default package index (pip's) %s" % (
-        "answers" if problem is None else "does not answer: %s" % problem),
-        "check pip's configuration (`pip config list`) and the network"))
+    out = [Check(True, "Docker engine %s answers %s" % (version, who))]
+    tags = estimate.tags_to_run(m, asked.environments, matrix_dir or Path("."), locks_dir,
+                                client)
+    gpu_checks, refused = _gpu_checks(client, asked, tags)
+    out.extend(gpu_checks)
+    runnable = [c for c in asked.cells if c.environment not in refused
+                or m.targets[c.target].device != "cuda"]
+    if not runnable:
+        out.append(Check(False, "none of the %d asked cell(s) can run on this host"
+                         % len(asked.cells), "run them on a host with the GPU they need, or "
+                         "ask for the cells this host has (`--kind cpu`, `--env`)"))
+    names = list(dict.fromkeys(c.environment for c in runnable))
+    to_build = estimate.unbuilt(client, {n: tags[n] for n in names})
+    out.append(_disk(client, m, locks_dir, to_build))
+    out.append(_data(asked, data_dir))
+    out.append(_registry(client, m, to_build))
+    out.extend(_indexes(m, to_build))
     return out
 
 
-def _gpu_checks(client: Any, m: Matrix, tags: dict[str, str | None]) -> list[Check]:
+def _gpu_checks(client: Any, asked: Asked, tags: dict[str, str | None]
+                ) -> tuple[list[Check], set[str]]:
     """The runtime (a real --gpus probe), the GPUs (this host's nvidia-smi first), and per
-    CUDA stack the verdict `bench` acts on: kernels for this GPU, the driver it needs."""
+    asked CUDA stack the verdict `bench` acts on; and the stacks whose GPU cells `bench`
+    will refuse by design."""
+    m = asked.matrix
+    gpu_cells = asked.on("cuda")
+    if not gpu_cells:
+        return [Check(False, "GPUs: not checked; the asked cells all run on CPU targets",
+                      needed=False)], set()
+    stacks = list(dict.fromkeys(c.environment for c in gpu_cells))
+    targets = ", ".join(sorted({c.target for c in gpu_cells}))
     found = gpu.state(client, None)
+    if found.absent:
+        return [Check(False, "GPUs: none on this host; the %d cell(s) on %s are refused by "
+                      "design and the others run" % (len(gpu_cells), targets),
+                      needed=False)], set(stacks)
     out = []
     if found.runtime:
         out.append(Check(True, "NVIDIA runtime: a container gets the GPUs (--gpus probe)"))
@@ -118,26 +163,95 @@ def _gpu_checks(client: Any, m: Matrix, tags: dict[str, str | None]) -> list[Che
         out.append(Check(False, "GPUs and driver: not read (%s)" % (
             found.problem or "no nvidia-smi on this host"),
             gpu.NVIDIA_FIX if found.runtime is False else "check `nvidia-smi` on the host"))
+    refused: set[str] = set()
     first = found.gpus[0] if found.gpus else None
-    for name, env in m.environments.items():
-        if not env.cuda:
-            continue
+    for name in stacks:
+        env = m.environments[name]
         compiled = gpufit.stack_archs(client, env, tags.get(name))
         misfit = archs.misfit(name, env.torch, env.cuda, compiled, first.name,
                               first.capability) \
             if first is not None and first.capability is not None and compiled else None
-        issue = gpu.driver_problem(name, env.cuda, found.driver)
+        issue = gpu.driver_problem(name, env.cuda or "", found.driver)
         if misfit:
-            out.append(Check(False, misfit, "run this stack on a GPU it was built for, or "
-                                            "choose a stack built for this one"))
+            # A stack built before this GPU existed: `bench` refuses its GPU cells, by design.
+            refused.add(name)
+            out.append(Check(False, "%s; its GPU cells are refused by design" % misfit,
+                             needed=False))
         elif found.driver is None:
             out.append(Check(False, "%s: CUDA %s needs driver >= %s; this host's driver is "
-                             "unknown" % (name, env.cuda, gpu.min_driver(env.cuda) or "?"),
+                             "unknown" % (name, env.cuda, gpu.min_driver(env.cuda or "") or "?"),
                              "install the NVIDIA driver and runtime"))
         elif issue:
             out.append(Check(False, issue, "upgrade the NVIDIA driver"))
         else:
             out.append(Check(True, gpufit.fit_line(name, env, found, compiled)))
+    return out, refused
+
+
+def _data(asked: Asked, data_dir: Path | None) -> Check:
+    if not asked.reads_cifar:
+        return Check(False, "CIFAR-10: not needed (the asked cells run on synthetic data or "
+                     "make their own)", needed=False)
+    root = data_dir or dataset.default_cache()
+    if dataset.is_ready(root):
+        return Check(True, "CIFAR-10 in %s" % root)
+    if data_dir is not None:
+        return Check(False, "CIFAR-10 is not in %s (--data)" % root,
+                     "give --data the folder holding %s/" % dataset.FOLDER)
+    problem = download.answers(dataset.URL)
+    fix = ("fetch it where it answers (`nox -s data`), or offline: put cifar-10-python.tar.gz "
+           "in %s, or run on synthetic data (--synthetic)" % root)
+    if problem is None:
+        return Check(True, "CIFAR-10 is not in %s yet: bench fetches it once (170 MB, "
+                     "md5-checked) from its mirror, which answers" % root)
+    return Check(False, "CIFAR-10 is not in %s and its mirror does not answer (%s)"
+                 % (root, problem), fix)
+
+
+def _registry(client: Any, m: Matrix, to_build: list[str]) -> Check:
+    """A registry is needed only for a base that neither the engine nor the kit has: a
+    stack's own `base:`, or a default base whose Python no Debian release of the kit's has."""
+    needing = []
+    for name in to_build:
+        env = m.environments[name]
+        base = (sources.expand(env.base, "environments.%s.base" % name) if env.base
+                else dockerfile.default_base(env))
+        if connection.image_or_none(client, base) is None and (
+                env.base or bases.kit_base(env) is None):
+            needing.append((name, base))
+    try:
+        client.api.inspect_distribution("debian:bookworm-slim")
+        return Check(True, "a container registry answers the engine")
+    except connection.ENGINE_ERRORS as exc:
+        why = connection.explain(exc)[:200]
+    if not needing:
+        return Check(False, "no container registry answers the engine (%s); not needed: the "
+                     "asked stacks build on bases this engine has or on the kit's own Debian "
+                     "base (debootstrap)" % why, needed=False)
+    listed = "; ".join("%s needs %s" % pair for pair in needing)
+    env = m.environments[needing[0][0]]
+    return Check(False, "no container registry answers the engine (%s): %s" % (why, listed),
+                 bases.registry_sentence(env) if not env.base else
+                 "load the base into this engine (`docker load`) or name one it has")
+
+
+def _indexes(m: Matrix, to_build: list[str]) -> list[Check]:
+    """The indexes the images still to build fetch their wheels from."""
+    pip_stacks = [n for n in to_build if m.environments[n].source == "pip"]
+    out = []
+    for url in sorted({u for u in (_index(n, m.environments[n]) for n in pip_stacks) if u}):
+        problem = download.answers(url.rstrip("/") + "/torch/")
+        out.append(Check(problem is None, "wheel index %s %s" % (
+            grammars.masked(url), "answers" if problem is None else "does not answer (%s)"
+            % grammars.masked(problem)), INDEX_FIX))
+    if not pip_stacks:
+        return out
+    problem = _default_index_answers()
+    out.append(Check(problem is None, "the package index (%s) %s" % (
+        "ENVBENCH_INDEX_URL" if os.environ.get("ENVBENCH_INDEX_URL") else "pip's",
+        "answers" if problem is None else "does not answer: %s" % problem),
+        "set ENVBENCH_INDEX_URL to your package index's simple URL, or check pip's "
+        "configuration (`pip config list`) and the network"))
     return out
 
 
@@ -148,7 +262,7 @@ def _index(name: str, env: Any) -> str | None:
         return None
 
 
-def _disk(client: Any, m: Matrix, locks_dir: Path, tags: dict[str, str | None]) -> Check:
+def _disk(client: Any, m: Matrix, locks_dir: Path, to_build: list[str]) -> Check:
     """Free space where the engine keeps images and where the wheel cache is, against what
     the images still to build need (sized from their locks: see envbench.images.footprint)."""
     try:
@@ -157,20 +271,29 @@ def _disk(client: Any, m: Matrix, locks_dir: Path, tags: dict[str, str | None]) 
     except (OSError, *connection.ENGINE_ERRORS):
         return Check(False, "free disk for images: unknown (the engine's data is not on this "
                      "machine)", "check `docker system df` on the engine's host")
-    needs = [footprint.of(name, m.environments[name], locks_dir)
-             for name in estimate.unbuilt(client, tags)]
+    needs = [footprint.of(name, m.environments[name], locks_dir) for name in to_build]
     found = footprint.room(root, cache.root(), needs)
     return Check(found.ok, "free disk for %d image(s) to build: %s; they need %s" % (
         len(needs), found.free, footprint.describe(needs)), footprint.FREE_SPACE)
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:
-    results = diagnose(models.load(opts.matrix_path), opts.data_dir, opts.locks_dir,
-                       opts.matrix_dir)
+    m, cells = matrixrun.plan_cells(opts)
+    asked = Asked(m, cells, opts.synthetic)
+    chosen = [("%s %s" % (flag, ",".join(values))).strip() for flag, values in (
+        ("--env", opts.envs), ("--target", opts.targets),
+        ("--kind", (opts.kind,) if opts.kind else ()),
+        ("--synthetic", ("",) if opts.synthetic else ())) if values]
+    print("this host against %d cell(s) of %s%s" % (
+        len(cells), opts.matrix_path, " (%s)" % ", ".join(chosen) if chosen else ""), file=out)
+    results = diagnose(asked, opts.data_dir, opts.locks_dir, opts.matrix_dir)
     for check in results:
         print(check.line(), file=out)
-    bad = sum(not c.ok for c in results)
-    print("%d check(s), %d to fix" % (len(results), bad), file=out)
+    bad = sum(c.failed for c in results)
+    told = sum(not c.ok and not c.needed for c in results)
+    print("%d check(s), %d to fix%s" % (len(results), bad,
+                                        ", %d for information" % told if told else ""),
+          file=out)
     # 1 when anything is to fix, so a script can gate on it (nox still runs the sessions
-    # named after it, as it does after any failed session).
+    # named after it unless run with -x / --stop-on-first-error).
     return 1 if bad else 0

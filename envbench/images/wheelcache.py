@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from envbench import cache, download, users
+from envbench import cache, download, provision, users
 from envbench.errors import UserError
 from envbench.images.lock import Lock, Wheel
 
@@ -128,7 +128,7 @@ def fetch_through_index(wheels: list[Wheel], lock: Lock, index_url: str | None, 
     command = pip_download_command(wheels, lock, index_url, dest / "requirements.txt", dest)
     said: list[str] = []
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, errors="replace")
+                            text=True, errors="replace", env=provision.index_environment())
     assert proc.stdout is not None
     for line in proc.stdout:
         line = line.strip()

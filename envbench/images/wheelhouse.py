@@ -68,9 +68,11 @@ def ensure_wheelhouse(torch: str, python: str, out: TextIO = sys.stdout,
         provision.say(out, "PyTorch's CPU index does not answer (%s): torch %s comes from "
                       "this host's pip configuration" % (unreachable, torch))
     if proc is None or proc.returncode != 0:  # out of reach: the host's configuration alone
-        proc = subprocess.run(command, capture_output=True, text=True)
+        proc = subprocess.run(command, capture_output=True, text=True,
+                              env=provision.index_environment())
     if proc.returncode == 0 and extra:  # a workload's packages: from the host's index
-        proc = subprocess.run(pip_download(sorted(extra)), capture_output=True, text=True)
+        proc = subprocess.run(pip_download(sorted(extra)), capture_output=True, text=True,
+                              env=provision.index_environment())
     # torch-2.1 must not pass for torch-2.13: the version ends at '-' or at a local '+'.
     if proc.returncode != 0 or not any(folder.glob("torch-%s-*.whl" % torch)) and \
             not any(folder.glob("torch-%s+*.whl" % torch)):

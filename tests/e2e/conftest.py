@@ -4,9 +4,13 @@ With CI set, an engine that does not answer fails these tests; elsewhere they sk
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -93,3 +97,40 @@ def first_run(e2e_env, cifar, tmp_path_factory):
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-4000:]
     return reports, proc.stdout
+
+
+@contextlib.contextmanager
+def second_engine(client, base_tag: str, home: Path, data: Path,
+                  path: str | None = None) -> Iterator[str]:
+    """A second dockerd for one test, in its own network namespace (whatever it does to
+    bridges stays away from the main engine), its data in ``data``, with the base image
+    loaded from the main engine (no registry to pull it from); yields its socket URL.
+    ``path``: dockerd's PATH (what it finds there at start, e.g. a GPU hook, it keeps)."""
+    if os.getuid() != 0 or shutil.which("dockerd") is None:
+        pytest.skip("starting a second engine needs root and dockerd")
+    socket = "unix://%s" % (home / "docker.sock")
+    log = (home / "dockerd.log").open("w")
+    env = dict(os.environ, PATH=path) if path else None
+    daemon = subprocess.Popen(["unshare", "--net", "--", "dockerd", "--data-root",
+                               str(data / "root"), "--exec-root", str(home / "exec"),
+                               "--pidfile", str(home / "dockerd.pid"),
+                               "--host", socket, "--bridge", "none", "--iptables=false",
+                               "--ip6tables=false", "--storage-driver", "vfs"],
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                              env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                engine = docker.DockerClient(base_url=socket, timeout=300)
+                engine.ping()
+                break
+            except docker.errors.DockerException:
+                assert time.monotonic() < deadline, (home / "dockerd.log").read_text()[-2000:]
+                time.sleep(0.2)
+        engine.images.load(b"".join(client.images.get(base_tag).save(named=True)))
+        yield socket
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+

@@ -7,50 +7,26 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import time
 
-import docker
 import pytest
-from conftest import envbench
+from conftest import envbench, second_engine
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
 def small_engine(client, base_tag, tmp_path_factory):
-    if os.getuid() != 0 or shutil.which("dockerd") is None:
-        pytest.skip("starting a second engine needs root and dockerd")
     home = tmp_path_factory.mktemp("small-engine")
     data = home / "data"
     data.mkdir()
+    if os.getuid() != 0:
+        pytest.skip("starting a second engine needs root")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400m", "tmpfs", str(data)], check=True)
-    socket = "unix://%s" % (home / "docker.sock")
-    log = (home / "dockerd.log").open("w")
-    # Its own network namespace: whatever it does to bridges stays away from the main engine.
-    daemon = subprocess.Popen(["unshare", "--net", "--", "dockerd", "--data-root",
-                               str(data / "root"), "--exec-root", str(home / "exec"),
-                               "--pidfile", str(home / "dockerd.pid"),
-                               "--host", socket, "--bridge", "none", "--iptables=false",
-                               "--ip6tables=false", "--storage-driver", "vfs"],
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                small = docker.DockerClient(base_url=socket, timeout=300)
-                small.ping()
-                break
-            except docker.errors.DockerException:
-                assert time.monotonic() < deadline, (home / "dockerd.log").read_text()[-2000:]
-                time.sleep(0.2)
-        # The base image, from the main engine (no registry to pull it from).
-        small.images.load(b"".join(client.images.get(base_tag).save(named=True)))
-        yield socket
+        with second_engine(client, base_tag, home, data) as socket:
+            yield socket
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=60)
         subprocess.run(["umount", str(data)], check=False)
 
 
