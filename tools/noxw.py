@@ -111,8 +111,9 @@ def uv_environment(pip):
     """uv's names for what pip has configured, where uv's own are not set."""
     env = dict(os.environ)
     named = os.environ.get("ENVBENCH_INDEX_URL")
-    if named:  # what the user named for the kit serves uv too, before uv's own settings
+    if named:  # what the user named for the kit serves uv and pip, before their own settings
         env["UV_DEFAULT_INDEX"] = named
+        env["PIP_INDEX_URL"] = named
         env.pop("UV_INDEX_URL", None)
     pairs = (("index-url", "UV_DEFAULT_INDEX", None), ("extra-index-url", "UV_INDEX", " "),
              ("find-links", "UV_FIND_LINKS", ","), ("constraint", "UV_CONSTRAINT", " "),
@@ -170,18 +171,103 @@ def local_copy(filename, pip):
     return None
 
 
-def pip_default_index():
-    """The index pip itself would use here (this python's pip, else python3's), or None
-    where neither has pip (stock Debian and Ubuntu)."""
-    for python in dict.fromkeys(p for p in (sys.executable, shutil.which("python3")) if p):
+def _ask_pip(python, pythonpath=None):
+    """The index ``python``'s pip uses by default (its own default: the kit names none), or
+    None. ``pythonpath``: a pip wheel to import pip from, installed nowhere."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    try:
+        proc = subprocess.run([python, "-c", PIP_DEFAULT_QUERY], capture_output=True,
+                              text=True, timeout=60, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    url = proc.stdout.strip()
+    return url if proc.returncode == 0 and url.startswith(("https://", "http://")) else None
+
+
+def _bundled_pip(python):
+    """The pip wheel ensurepip carries (importable from the wheel itself), where it has one."""
+    query = ("import ensurepip, glob, os; print('\\n'.join(glob.glob(os.path.join("
+             "os.path.dirname(ensurepip.__file__), '_bundled', 'pip-*.whl'))))")
+    try:
+        proc = subprocess.run([python, "-c", query], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    wheels = proc.stdout.split() if proc.returncode == 0 else []
+    return wheels[-1] if wheels else None
+
+
+# The distribution's pip, per package manager (stock Debian and Ubuntu images lack it).
+DISTRIBUTION_PIP = (
+    ("apt-get", [["apt-get", "update", "-qq"],
+                 ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq",
+                  "--no-install-recommends", "python3-pip"]]),
+    ("dnf", [["dnf", "install", "-y", "-q", "python3-pip"]]),
+    ("yum", [["yum", "install", "-y", "-q", "python3-pip"]]),
+)
+
+
+def _as_root():
+    """The prefix that runs a command as root without a password ([] as root), or None."""
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") is None:
+        return None
+    try:
+        asked = subprocess.run(["sudo", "-n", "true"], capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return ["sudo", "-n"] if asked.returncode == 0 else None
+
+
+def _install_distribution_pip():
+    """The distribution's python3-pip, installed where this user may (root, or sudo with no
+    password, as cloud images give their user), said in one line before it runs. Whether it
+    installed."""
+    prefix = _as_root()
+    manager = next(((name, commands) for name, commands in DISTRIBUTION_PIP
+                    if shutil.which(name)), None)
+    if prefix is None or manager is None:
+        return False
+    name, commands = manager
+    say("no pip here to name the package index: installing the distribution's python3-pip "
+        "(%s)" % " && ".join(" ".join(prefix + c) for c in commands))
+    for command in commands:
         try:
-            proc = subprocess.run([python, "-c", PIP_DEFAULT_QUERY], capture_output=True,
-                                  text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        url = proc.stdout.strip()
-        if proc.returncode == 0 and url.startswith(("https://", "http://")):
+            proc = subprocess.run(prefix + command, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=600)
+        except (OSError, subprocess.SubprocessError) as exc:
+            say("%s failed (%s)" % (name, exc))
+            return False
+        if proc.returncode != 0:
+            say("%s failed: %s" % (name, " ".join(proc.stdout.split())[-300:]))
+            return False
+    return True
+
+
+def pip_default_index():
+    """The index pip itself would use here, asked of pip: this python's or python3's, else
+    the pip wheel ensurepip carries (nothing installed), else the distribution's pip,
+    installed where this user may (stock Debian and Ubuntu images have none). None where no
+    pip can be had."""
+    pythons = list(dict.fromkeys(p for p in (sys.executable, shutil.which("python3")) if p))
+    for python in pythons:
+        url = _ask_pip(python)
+        if url:
             return url
+    for python in pythons:
+        wheel = _bundled_pip(python)
+        url = _ask_pip(python, wheel) if wheel else None
+        if url:
+            return url
+    if _install_distribution_pip():
+        for python in pythons + ["/usr/bin/python3"]:
+            url = _ask_pip(python)
+            if url:
+                return url
     return None
 
 
@@ -345,8 +431,10 @@ def ensure_uv(pip):
             problems.append("%s: no %s" % (shown(index), filename))
         if not url and not problems:
             raise NoxwError("no package index is configured here, and no pip is installed to "
-                            "name its default: set ENVBENCH_INDEX_URL to your package index's "
-                            "simple URL (where pip would install from) and run again, or put "
+                            "name its default (nor could this user install the "
+                            "distribution's python3-pip without a password): set "
+                            "ENVBENCH_INDEX_URL to your package index's simple URL (where pip "
+                            "would install from) and run again, install python3-pip, or put "
                             "%s in a find-links folder" % filename)
         if not url:
             raise NoxwError("uv %s not found on the package index (%s). Set ENVBENCH_INDEX_URL "

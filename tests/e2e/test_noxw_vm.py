@@ -77,12 +77,13 @@ def checkout(tmp_path_factory) -> Path:
 
 
 def _run(client, image: str, checkout: Path, script: str, socket: bool, group: bool,
-         timeout: int = 900, index: bool = True) -> tuple[int, str, float]:
+         timeout: int = 900, index: bool = True,
+         cache: Path | None = None) -> tuple[int, str, float]:
     """``index``: name the host's package index in ENVBENCH_INDEX_URL, as the cloud fan-out
-    does for its VMs (a stock image has no pip to name one)."""
+    does for its VMs. ``cache``: the VM's ~/.cache (default: the one the module shares)."""
     command = ["docker", "run", "--rm", "--network", "bridge",
                "-v", "%s:/home/%s/envbench" % (checkout, USER),
-               "-v", "%s:/home/%s/.cache" % (checkout.parent / "cache", USER)]
+               "-v", "%s:/home/%s/.cache" % (cache or checkout.parent / "cache", USER)]
     if socket:
         command += ["-v", "/var/run/docker.sock:/var/run/docker.sock"]
     if group:
@@ -111,15 +112,46 @@ def test_the_image_is_a_bare_vm(client, vm_image, checkout):
     assert "4242" in out  # not root
 
 
-def test_with_no_index_named_and_no_pip_it_says_what_to_set(client, vm_image, checkout):
-    code, out, _ = _run(client, vm_image, checkout, "./noxw --version", socket=False,
-                        group=False, index=False)
+def test_with_nothing_set_it_gets_the_distributions_pip_and_reaches_the_doctor(
+        client, vm_image, checkout, tmp_path):
+    """A stock VM: no pip, no index named, passwordless sudo. ./noxw says it installs
+    Debian's python3-pip, asks it for its default index and goes on to the doctor."""
+    cache = tmp_path / "cache"  # its own: the uv and nox fetched here are under test
+    cache.mkdir()
+    subprocess.run(["chown", "4242:4242", str(cache)], check=True)
+    code, out, took = _run(client, vm_image, checkout,
+                           "./noxw -s doctor -- --kind cpu --synthetic; echo doctor-exit=$?; "
+                           "python3 -m pip --version; rm -rf .nox",  # the others' cold start
+                           socket=True, group=True, index=False, cache=cache)
+    assert ("[noxw] no pip here to name the package index: installing the distribution's "
+            "python3-pip (sudo -n apt-get update -qq && sudo -n env "
+            "DEBIAN_FRONTEND=noninteractive apt-get install") in out, out[-3000:]
+    assert "[noxw] fetching uv 0.13.9" in out, out[-3000:]
+    assert re.search(r"✔ Docker engine \S+ answers as this user, without sudo", out), out[-3000:]
+    assert re.search(r"\n\d+ check\(s\), \d+ to fix", out), out[-3000:]
+    assert re.search(r"doctor-exit=[01]\b", out) and "Traceback" not in out
+    assert re.search(r"^pip \S+ from /usr/lib/python3/dist-packages/pip", out, re.M), out[-1000:]
+    print("stock VM, nothing set: ./noxw -s doctor cold in %.1f s (apt's pip included)" % took)
+
+
+def test_without_pip_sudo_or_an_index_it_says_what_to_set(client, vm_image, checkout,
+                                                          tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    subprocess.run(["chown", "4242:4242", str(cache)], check=True)
+    # A user without passwordless sudo: the distribution's pip cannot be had.
+    code, out, _ = _run(client, vm_image, checkout, "sudo -n rm /etc/sudoers.d/vmuser && "
+                        "./noxw --version", socket=False, group=False, index=False,
+                        cache=cache)
     assert code != 0
     assert ("no package index is configured here, and no pip is installed to name its "
-            "default: set ENVBENCH_INDEX_URL") in out, out[-2000:]
+            "default (nor could this user install the distribution's python3-pip without a "
+            "password): set ENVBENCH_INDEX_URL") in out, out[-2000:]
+    assert "installing the distribution's python3-pip" not in out
     assert "Traceback" not in out
     code, out, _ = _run(client, vm_image, checkout, "ENVBENCH_INDEX_URL=ftp://mirror/simple "
-                        "./noxw --version", socket=False, group=False, index=False)
+                        "./noxw --version", socket=False, group=False, index=False,
+                        cache=cache)
     assert code != 0
     assert "ENVBENCH_INDEX_URL='ftp://mirror/simple' is not an http(s) URL" in out, out[-2000:]
 
@@ -134,7 +166,7 @@ def test_noxw_starts_from_nothing_and_the_doctor_reaches_the_engine(client, vm_i
     assert re.search(r"✔ Docker engine \S+ answers as this user, without sudo", out), out[-3000:]
     assert "Traceback" not in out
     # The doctor ran all its checks and counted them; some fail here (no GPU, no registry).
-    assert re.search(r"\n\d+ check\(s\), \d+ to fix\n", out)
+    assert re.search(r"\n\d+ check\(s\), \d+ to fix", out)
     code, warm_out, warm = _run(client, vm_image, checkout, "./noxw --version",
                                 socket=True, group=True)
     assert code == 0 and "[noxw]" not in warm_out, warm_out  # nothing fetched again
