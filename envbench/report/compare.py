@@ -3,9 +3,12 @@ changes that clear the noise (as asv's and pytest-benchmark's compare do); where
 were profiled, the operators that account for a flagged change.
 
 A cell is matched across the runs by what the user would call it: environment, target,
-swept options, and --quick / synthetic data. Its time ratio new/old gets a bootstrap
-interval from both runs' repeats (then their steady epochs); a regression (or an
-improvement) is flagged only when the whole interval is beyond the threshold (default 5%).
+swept options, and --quick / synthetic data; where a run holds the cell in more than one
+image, by its image too, so that each is shown (the same image pairs across the runs; one
+image on a side pairs with the one on the other, whatever it is). Its time ratio new/old
+gets a bootstrap interval from both runs' repeats (then their steady epochs); a regression
+(or an improvement) is flagged only when the whole interval is beyond the threshold
+(default 5%).
 Beside each changed cell:
 what changed in its stack (torch, CUDA, cuDNN, driver, lock, image).
 """
@@ -26,9 +29,12 @@ FINGERPRINT = (("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"), ("drive
                ("lock", "lock_sha256"), ("image", "id"))
 
 
+Key = tuple[str, str, str, str, str]  # environment, target, variant, marks, image ("": one)
+
+
 @dataclass
 class Change:
-    key: tuple[str, str, str, str]
+    key: Key
     old: Group | None
     new: Group | None
     ratio: float | None = None                # new / old median epoch: > 1 is slower
@@ -41,13 +47,32 @@ class Change:
 
     @property
     def name(self) -> str:
-        env, target, variant, marks = self.key
+        env, target, variant, marks, image = self.key
+        marks = " ".join(m for m in (marks, "image %s" % image if image else "") if m)
         return "%s × %s%s%s" % (env, target, "" if variant == "—" else " × " + variant,
                                 " (%s)" % marks if marks else "")
 
 
-def _key(g: Group) -> tuple[str, str, str, str]:
+def _cell(g: Group) -> tuple[str, str, str, str]:
     return (g.environment, g.target, variant_text(g.variant), " ".join(g.comparable_marks))
+
+
+def _image(g: Group) -> str:
+    """An image as `docker images` shows its id: 12 hex digits ("none": never built)."""
+    image = g.identity.image_id
+    return image[7:19] if image else "none"
+
+
+def _keyed(groups: list[Group], images: dict[tuple[str, str, str, str], set[str]]
+           ) -> dict[Key, Group]:
+    """Each group under its cell, and under its image too where either run holds the cell in
+    more than one image (``images``: every image each cell has across both runs)."""
+    keyed = {}
+    for g in groups:
+        cell = _cell(g)
+        key: Key = cell + (_image(g) if len(images[cell]) > 1 else "",)
+        keyed[key] = g
+    return keyed
 
 
 def _fingerprint(g: Group) -> dict[str, Any]:
@@ -58,8 +83,20 @@ def _fingerprint(g: Group) -> dict[str, Any]:
 
 def compare(old: list[Result], new: list[Result], threshold: float = 0.05,
             keep_contended: bool = False) -> list[Change]:
-    before = {_key(g): g for g in grouping.group(old, keep_contended)}
-    after = {_key(g): g for g in grouping.group(new, keep_contended)}
+    old_groups = grouping.group(old, keep_contended)
+    new_groups = grouping.group(new, keep_contended)
+    per_run: dict[tuple[str, str, str, str], list[int]] = {}
+    images: dict[tuple[str, str, str, str], set[str]] = {}
+    for side, groups in enumerate((old_groups, new_groups)):
+        for g in groups:
+            counts = per_run.setdefault(_cell(g), [0, 0])
+            counts[side] += 1
+            images.setdefault(_cell(g), set()).add(_image(g))
+    # One image a side: the cell pairs whatever the images (a new image is what compare is
+    # for). More than one on a side: each image is its own row, paired by image.
+    images = {cell: found if max(per_run[cell]) > 1 else {""} for cell, found in images.items()}
+    before = _keyed(old_groups, images)
+    after = _keyed(new_groups, images)
     changes = []
     for key in sorted(set(before) | set(after)):
         o, n = before.get(key), after.get(key)

@@ -461,6 +461,34 @@ def test_compare_says_which_image_and_lock_changed(tmp_path):
     assert changes["b × cpu × batch_size=256"].differences == ()
 
 
+def test_compare_shows_each_image_where_a_run_holds_a_cell_in_two(tmp_path):
+    """The new run holds a × cpu in its old image and in another one 30% slower: both rows
+    are shown, the old image paired with the old run, the other on its own; nothing is
+    silently kept in place of the other."""
+    old, new = _run_pair(tmp_path, {}, noise=0.0)
+    other = "sha256:" + "7" * 64
+    extra = []
+    for path in sorted(new.glob("*.json")):
+        record = result.json.loads(path.read_text())
+        if (record["cell"]["environment"], record["cell"]["target"]) == ("a", "cpu"):
+            copy_ = scaled(record, 1.3)
+            copy_["env"]["image"]["id"] = other
+            extra.append(copy_)
+    assert len(extra) == 3
+    for i, record in enumerate(extra):
+        result.write_atomic(str(new / ("other-%d.json" % i)), record)
+    old_id = next(r["env"]["image"]["id"] for r in map(result.json.loads, (
+        p.read_text() for p in old.glob("*.json"))) if r["cell"]["environment"] == "a")
+    changes = {c.name: c for c in compare.compare(store.load_all([old])[0],
+                                                  store.load_all([new])[0])}
+    same = "a × cpu × batch_size=256 (image %s)" % old_id[7:19]
+    assert changes[same].flag == "no change" and changes[same].ratio == pytest.approx(1.0)
+    assert changes["a × cpu × batch_size=256 (image 777777777777)"].flag == \
+        "only in the new run"
+    assert "a × cpu × batch_size=256" not in changes  # no row stands for both
+    assert changes["b × cpu × batch_size=256"].flag == "no change"  # one image: as before
+
+
 def test_compare_shows_what_changed_in_the_stack_and_keeps_the_page_guarantees(tmp_path):
     old, new = _run_pair(tmp_path, {0: 1.3}, noise=0.0)
     for path in new.glob("*.json"):
