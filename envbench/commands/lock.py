@@ -18,7 +18,12 @@ from envbench.options import Options
 def run(opts: Options, out: TextIO = sys.stdout) -> int:
     m, cells = matrixrun.plan_cells(opts)
     failed = 0
-    for name in dict.fromkeys(c.environment for c in cells):
+    names = list(dict.fromkeys(c.environment for c in cells))
+    if opts.check:
+        pip = [n for n in names if m.environments[n].source == "pip"]
+        print("checking the locks of %d pip stack(s) in %s: %s" % (
+            len(pip), opts.locks_dir, ", ".join(pip) or "none"), file=out, flush=True)
+    for name in names:
         env = m.environments[name]
         if env.source != "pip":
             print("%s: Debian's packages, nothing to lock" % name, file=out)
@@ -71,7 +76,7 @@ def _check(name: str, env: Environment, opts: Options, out: TextIO) -> bool:
     - the matrix's requirements afresh: newer versions are drift, said and not a failure (the
       lock still installs exactly what it names; `nox -s lock` moves to them).
     When neither resolves, the index is out of reach: it says it could not check.
-    True unless the lock is missing, stale, or differs from its own pins."""
+    True unless the lock is stale or differs from its own pins (a missing one is said)."""
     def say(text: str) -> None:
         print("%s: %s" % (name, text), file=out, flush=True)
 
@@ -81,8 +86,14 @@ def _check(name: str, env: Environment, opts: Options, out: TextIO) -> bool:
         say(str(exc))
         return False
     if found.lock is None:
-        say("%s is missing; run `nox -s lock`" % lockmod.path_for(opts.locks_dir, name))
-        return False
+        # Not a lock that differs: there is none to check. The kit commits locks for the
+        # stacks on the default index; the others are resolved at their first build.
+        say("no committed lock at %s%s: nothing to check; `bench` resolves it at its first "
+            "build, or `nox -s lock -- --env %s` writes one to commit" % (
+                lockmod.path_for(opts.locks_dir, name),
+                " (the kit commits locks for stacks on the default index, not on an index of "
+                "their own)" if env.index_url else "", name))
+        return True
     if found.state is lockmod.LockState.STALE:
         say("%s is stale (the matrix changed since); run `nox -s lock`" % found.lock.path)
         return False
