@@ -75,7 +75,9 @@ def write_together(files: list[tuple[Path, str]], what: str) -> None:
         if exc.errno in (errno.ENOTDIR, errno.EEXIST):
             raise UserError("%s is not a folder (%s): give a folder to write %s into"
                             % (folder, exc.strerror, what))
-        raise
+        # /proc/1/nope, a read-only mount, a folder of another user's: nothing was written.
+        raise UserError("cannot write %s into %s (%s): give a folder this user can write"
+                        % (what, folder, exc.strerror or exc))
     finally:
         for tmp, _ in written:
             if os.path.exists(tmp):

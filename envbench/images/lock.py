@@ -15,7 +15,6 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-import os
 import platform
 import re
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-from envbench import files, users
+from envbench import files, provision, users
 from envbench.errors import UserError
 from envbench.matrix import sources
 from envbench.matrix.models import Environment
@@ -139,7 +138,7 @@ def resolve(requirements: list[str], python: str, platform_name: str,
         elif index_url is not None:
             command += ["--extra-index-url", index_url]
         # Never fetch an interpreter: the target Python is the image's, not one on this host.
-        env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")
+        env = dict(provision.index_environment(), UV_PYTHON_DOWNLOADS="never")
         proc = subprocess.run(command, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             reason = " ".join((proc.stderr or proc.stdout).split())[:600]
@@ -163,7 +162,8 @@ def _wheel(entry: Any, package: dict[str, Any], where: str) -> Wheel:
                            str(package.get("version"))[:30])
     if not isinstance(entry, dict):
         raise UserError("%s: a wheel entry is not a table" % label)
-    sha256 = (entry.get("hashes") or {}).get("sha256")
+    hashes = entry.get("hashes") or {}
+    sha256 = hashes.get("sha256") if isinstance(hashes, dict) else hashes
     if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
         raise UserError("%s: hashes.sha256 %r is not 64 lower-case hex digits"
                         % (label, str(sha256)[:80]))

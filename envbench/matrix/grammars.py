@@ -74,12 +74,17 @@ def pip_requirement(value: str) -> str | None:
 
 
 def index_url(value: str) -> str | None:
+    shown = masked(value)[:200]  # a user:token@ stays out of the message
     if any(ch.isspace() or ord(ch) < 32 or ch in "\"'`\\$;|&<>" for ch in value):
-        return "%r is not an index URL (it holds whitespace, quotes or shell characters)" % value
-    parts = urlsplit(value)
+        return "%r is not an index URL (it holds whitespace, quotes or shell characters)" % shown
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - parsed on access: a port past 65535 raises here
+    except ValueError as exc:  # "https://[::1/simple": an unclosed IPv6 host
+        return "%r is not an index URL (%s)" % (shown, exc)
     if parts.scheme != "https" or not parts.hostname:
         return "%r is not an index URL (expected https://host/path: wheels are fetched over " \
-            "https only)" % value
+            "https only)" % shown
     return None
 
 

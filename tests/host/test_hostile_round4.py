@@ -168,6 +168,14 @@ def test_out_naming_a_file_is_one_sentence(tmp_path):
     assert (tmp_path / "a-file").read_text() == "mine\n"
 
 
+def test_out_where_nothing_can_be_written_is_one_sentence(tmp_path):
+    run = a_run(tmp_path / "run")
+    for verb in (("report", run), ("compare", run, run)):
+        proc = envbench(*verb, "--out", "/proc/1/nope")
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "cannot write the " in proc.stderr and "into /proc/1/nope (" in proc.stderr
+
+
 # --- small inputs that cost minutes or gigabytes; parse errors in one sentence ------------
 
 def _matrix(tmp_path: Path, name: str, content: str | bytes) -> Path:
@@ -250,6 +258,18 @@ def test_a_variable_that_expands_to_an_invalid_url_names_the_key(tmp_path):
     assert "environments.a.index_url: 'https://x y/$(id)' is not an index URL" in proc.stderr
 
 
+@pytest.mark.parametrize("url, reason", [("https://[::1/simple", "Invalid IPv6 URL"),
+                                         ("https://tok@host:99999/simple", "Port out of range")])
+def test_a_variable_that_expands_to_an_unparsable_url_is_one_sentence(tmp_path, url, reason):
+    path = _matrix(tmp_path, "m.yaml", "environments:\n  a: {torch: '2.13.0', index_url: "
+                                       "'${EVIL_URL}'}\ntargets: {cpu: {device: cpu}}\n")
+    for verb in ("check", "lock"):
+        proc = envbench(verb, "--matrix", path, EVIL_URL=url)
+        assert proc.returncode in (1, 2) and "Traceback" not in proc.stdout + proc.stderr
+        assert "environments.a.index_url: " in proc.stdout + proc.stderr
+        assert reason in proc.stdout + proc.stderr and "tok@" not in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("text, expected", [
     ('[tool]\nenvbench = 5\n', "no [tool.envbench] inputs-sha256"),
     ('packages = "x"\n[tool.envbench]\ninputs-sha256 = "a"\ninputs = "{}"\n',
@@ -259,6 +279,9 @@ def test_a_variable_that_expands_to_an_invalid_url_names_the_key(tmp_path):
     ('[tool.envbench]\ninputs-sha256 = "a"\ninputs = "[1]"\n',
      "[tool.envbench] inputs is not the JSON the kit writes"),
     (b'\xff\xfe[\x00', "UTF-16 text"),
+    ('[[packages]]\nname = "x"\nversion = "1"\nwheels = [{name = "a.whl", hashes = "x"}]\n'
+     '[tool.envbench]\ninputs-sha256 = "a"\ninputs = "{}"\n',
+     "hashes.sha256 'x' is not 64 lower-case hex digits"),
 ])
 def test_a_lock_with_the_wrong_types_is_one_sentence(tmp_path, text, expected):
     from envbench.images import lock
