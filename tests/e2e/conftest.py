@@ -17,6 +17,7 @@ import docker
 import pytest
 from cifar_fixture import write_cifar
 
+from envbench.engine import gpu
 from envbench.images import baseimage
 from envbench.images import wheelhouse as wheelhouses
 
@@ -133,4 +134,14 @@ def second_engine(client, base_tag: str, home: Path, data: Path,
     finally:
         daemon.terminate()
         daemon.wait(timeout=60)
+
+
+def gpu_refusal() -> tuple[str, str, str, int]:
+    """How this host, whose engine has no NVIDIA runtime, refuses a run's GPU cells: (error
+    type, sentence, the run's line, the exit code of a run whose CPU cells ran). A host with
+    no NVIDIA GPU at all refuses them by design; one with a GPU lacks its runtime, a fault."""
+    if gpu.host_gpus() is None and gpu.proc_driver() is None and not gpu.nvidia_on_pci():
+        return "NoGpu", gpu.NO_GPU, "GPU cells are left out on this host: " + gpu.NO_GPU, 0
+    return ("GpuUnavailable", gpu.NO_RUNTIME,
+            "GPU cells cannot run on this host: " + gpu.NO_RUNTIME, 1)
 
