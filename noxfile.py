@@ -133,6 +133,13 @@ def base_image(session: nox.Session) -> None:
     _envbench(session, "base-image")
 
 
+@nox.session(name="clean")
+def clean(session: nox.Session) -> None:
+    """What the kit keeps here (images, bases, cache, reports, .nox) and its size; -- --remove
+    PART removes it."""
+    _envbench(session, "clean")
+
+
 @nox.session(name="report")
 def report(session: nox.Session) -> None:
     """Render reports/index.html, summary.md and results.csv from result files."""

@@ -49,6 +49,7 @@ class Options:
     dry_run: bool = False                # `cloud`: plan and task YAMLs only
     launcher: str = "sky"                # `cloud`: sky or local
     check: bool = False                  # `lock`: re-resolve and compare, write nothing
+    remove: tuple[str, ...] = ()         # `clean`: the parts to remove (none: list them)
 
     @property
     def matrix_dir(self) -> Path:
@@ -175,6 +176,11 @@ OPTIONS = _options(
            "nothing, exit 1 on any difference (CI: a lock whose URLs or hashes were edited by "
            "hand reads as current otherwise, since its inputs hash vouches only for itself)",
            {"action": "store_true"}),
+    Option("remove", "--remove", "remove this part: images (the stacks' images and builder "
+           "stages), bases (the kit's debootstrap base images), cache (wheels, CIFAR-10, "
+           "./noxw's tools), reports (results, logs, pages), or all (repeatable; without it, "
+           "each part is listed with its size)",
+           {"action": "append", "choices": ("images", "bases", "cache", "reports", "all")}),
 )
 
 SELECTION = ("matrix_path", "envs", "targets", "kind")
@@ -230,6 +236,9 @@ COMMANDS: dict[str, Command] = {
                                  "keep_contended"),
                        helps={"out": "where compare.html and compare.md go"},
                        defaults={"out": Path("reports") / "compare"}),
+    "clean": Command("what the kit keeps on this machine (images, bases, cache, reports, "
+                     ".nox), its size and the command that removes it; --remove PART removes "
+                     "it", ("remove", "reports_dir")),
     "cloud": Command("cloud targets: one SkyPilot VM per target (--dry-run: the plan, prices "
                      "and task YAMLs)",
                      ("matrix_path", "targets", "reports_dir", "synthetic", "data_dir",
@@ -268,7 +277,7 @@ def parser(description: str | None = None) -> argparse.ArgumentParser:
 def from_namespace(args: argparse.Namespace) -> Options:
     """The parsed values as Options; what a command does not take keeps its default."""
     given = {f.name: getattr(args, f.name) for f in fields(Options) if hasattr(args, f.name)}
-    for name in ("envs", "targets", "results"):
+    for name in ("envs", "targets", "results", "remove"):
         if name in given:
             given[name] = tuple(given[name])
     return Options(**given)
