@@ -30,7 +30,7 @@ def sections(context: dict[str, Any]) -> list[Missing]:
                            "benchmark: {nproc: 2, sweep: {parallel: [none, ddp]}}"))
     if not context["models"]:
         out.append(Missing("models", "light models and the quantised test pass",
-                           "benchmark: {sweep: {model: [lenet, lenet-gap, lenet-dws]}, "
+                           "benchmark: {sweep: {workload: [lenet, lenet-gap, lenet-dws]}, "
                            "quantize_eval: dynamic}"))
     if not context["efficiency"]:
         out.append(Missing("efficiency", "achieved against achievable FLOP/s",

@@ -133,3 +133,13 @@ def test_the_readme_is_short_and_its_links_lead_somewhere():
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
         if not target.startswith("http"):
             assert (ROOT / target).exists(), target
+
+
+def test_the_readme_shows_the_shipped_matrix():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## What to run: the matrix", 1)[1]
+    block = FENCE.search(section)
+    assert block is not None and block.group(1) == "yaml"
+    assert yaml.safe_load(block.group(2)) == yaml.safe_load(
+        (ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+
