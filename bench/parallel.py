@@ -144,11 +144,6 @@ def finish(world, *alive):
     KEEP_ALIVE.extend(alive)
 
 
-def ended_without_finalisation():
-    """True once a ddp rank 0 kept its model alive: the process must end with os._exit."""
-    return bool(KEEP_ALIVE)
-
-
 class AutocastInside(torch.nn.Module):
     """Each call runs inside the run's autocast. DataParallel's replica threads re-enter
     autocast with the caller's enabled flag but not its dtype, and a new thread's default is

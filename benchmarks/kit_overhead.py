@@ -9,7 +9,10 @@ result read, the record saved. It prints the kit's own figure (host wall minus b
 the line every matrix run prints), its median over the cells, and each step's median
 ("container wait" holds bench's own run: the kit's part is the rest).
 
-    python benchmarks/kit_overhead.py [--repeats 9]
+    python benchmarks/kit_overhead.py [--repeats 9] [--matrix reports/demo/matrix.yaml]
+
+--matrix runs another matrix's cells instead (the demo's, as `nox -s demo` wrote it: the
+figure the demo prints), each with its images built already.
 
 Run it alone (on a 2-core VM a build or a test suite beside it doubles every figure), with
 the engine up and the e2e/demo Debian base in it (`nox -s base-image` builds one).
@@ -59,6 +62,7 @@ def timed(owner: Any, name: str, label: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--matrix", type=Path, help="run this matrix's cells instead")
     args = parser.parse_args()
     client = connection.connect()
     base = os.environ.get("ENVBENCH_BASE") or baseimage.ensure_base(client, sys.stdout)
@@ -74,13 +78,14 @@ def main() -> int:
     for method in ("start", "wait", "remove", "reload", "logs"):
         timed(Container, method, "container " + method)
     with tempfile.TemporaryDirectory(prefix="envbench-overhead-") as tmp:
-        matrix = Path(tmp) / "matrix.yaml"
-        matrix.write_text(
-            "environments:\n  debian-torch1.13: {python: \"3.11\", torch: \"1.13\", "
-            "source: debian, base: \"%s\"}\n"
-            "targets:\n  cpu: {device: cpu}\n"
-            "benchmark: {epochs: 1, repeats: %d, data: synthetic, limit: 512, limit_test: "
-            "256, probe: false, pipeline: resident}\n" % (base, args.repeats))
+        matrix = args.matrix or Path(tmp) / "matrix.yaml"
+        if args.matrix is None:
+            matrix.write_text(
+                "environments:\n  debian-torch1.13: {python: \"3.11\", torch: \"1.13\", "
+                "source: debian, base: \"%s\"}\n"
+                "targets:\n  cpu: {device: cpu}\n"
+                "benchmark: {epochs: 1, repeats: %d, data: synthetic, limit: 512, limit_test: "
+                "256, probe: false, pipeline: resident}\n" % (base, args.repeats))
         opts = Options(matrix_path=matrix, reports_dir=Path(tmp) / "reports", offline=True,
                        order="grouped")
         started = time.perf_counter()
