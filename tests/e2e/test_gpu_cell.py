@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.gpu]
 MATRIX = """\
 environments:
   torch2.14-cu130:
-    python: "3.12"
+    python: "3.13"
     torch: "2.14.1"
     torchvision: "0.29.2"
     cuda: "13.0"
