@@ -16,12 +16,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from envbench import cache
+from envbench.cells import runlock
 from envbench.engine import connection
 from envbench.errors import UserError
 from envbench.options import Options
 
 PARTS = ("images", "bases", "cache", "reports")
-KEPT_IN_REPORTS = ("README.md",)  # tracked in the repository
+# Only what the kit writes there is removed: --reports or ENVBENCH_CACHE may name a folder
+# that holds other things too (a checkout, a home folder, ~/.cache).
+REPORT_ENTRIES = ("results", "logs", ".cells", "cloud", "compare", "demo", "index.html",
+                  "summary.md", "results.csv")
+CACHE_ENTRIES = ("wheels", "cifar10", "noxw", "cloud-runs", "local-vms")
+CACHE_PREFIXES = ("wheelhouse-",)
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,8 @@ def _tree_size(path: Path) -> int:
     total = 0
     if not path.exists() or path.is_symlink():
         return 0
+    if not path.is_dir():
+        return path.lstat().st_size
     for item in path.rglob("*"):
         try:
             if item.is_file() and not item.is_symlink():
@@ -54,6 +62,8 @@ def _images(client: Any, bases: bool) -> list[Any]:
     try:
         if bases:
             for image in client.images.list(name="envbench/*"):
+                if (image.labels or {}).get("envbench.environment"):
+                    continue  # a stack named debian or python-x: not a base
                 if any(t.startswith(("envbench/debian:", "envbench/python-"))
                        for t in image.tags or []):
                     found[image.id] = image
@@ -75,21 +85,45 @@ def _remove_images(client: Any, images: list[Any]) -> None:
                 (image.tags or [image.id[:19]])[0], connection.explain(exc)))
 
 
-def _remove_reports(folder: Path) -> None:
+def _ours(folder: Path, names: tuple[str, ...], prefixes: tuple[str, ...] = ()) -> list[Path]:
+    """The entries of ``folder`` the kit wrote (by name), never through a link."""
+    if folder.is_symlink():
+        raise UserError("%s is a symbolic link: not removed (remove what it points to "
+                        "yourself)" % folder)
     if not folder.is_dir():
+        return []
+    return sorted(item for item in folder.iterdir()
+                  if item.name in names or item.name.startswith(prefixes))
+
+
+def _remove(items: list[Path]) -> None:
+    for item in items:
+        try:
+            if item.is_dir() and not item.is_symlink():
+                shutil.rmtree(item)
+            else:
+                item.unlink()
+        except OSError as exc:
+            raise UserError("could not remove %s (%s)" % (item, exc.strerror or exc))
+
+
+def _remove_reports(folder: Path) -> None:
+    items = _ours(folder, REPORT_ENTRIES)
+    if not items:
         return
-    for item in folder.iterdir():
-        if item.name in KEPT_IN_REPORTS:
-            continue
-        if item.is_dir() and not item.is_symlink():
-            shutil.rmtree(item)
-        else:
-            item.unlink()
+    with runlock.holding(folder, sys.stdout):  # not under a run that is writing there
+        _remove(items)
+
+
+def _size_of(items: list[Path]) -> int:
+    return sum(_tree_size(item) if item.is_dir() else item.lstat().st_size for item in items)
 
 
 def parts(opts: Options, client: Any) -> list[Part]:
     stacks, bases = _images(client, False), _images(client, True)
     folder = cache.root()
+    cached = [] if folder.is_symlink() else _ours(folder, CACHE_ENTRIES, CACHE_PREFIXES)
+    reported = [] if opts.reports_dir.is_symlink() else _ours(opts.reports_dir, REPORT_ENTRIES)
     size = None if client is None else sum(i.attrs.get("Size") or 0 for i in stacks)
     base_size = None if client is None else sum(i.attrs.get("Size") or 0 for i in bases)
     return [
@@ -99,12 +133,13 @@ def parts(opts: Options, client: Any) -> list[Part]:
         Part("bases", "%d base image(s) the kit built (envbench/debian:*, envbench/python-*: "
              "debootstrap, rebuilt in about 30 s)" % len(bases), base_size,
              lambda: _remove_images(client, bases), "nox -s clean -- --remove bases"),
-        Part("cache", "%s: locked wheels, CIFAR-10, wheelhouses, ./noxw's uv and nox"
-             % folder, _tree_size(folder), lambda: shutil.rmtree(folder, ignore_errors=True),
+        Part("cache", "%s: locked wheels, CIFAR-10, wheelhouses, ./noxw's uv and nox (what "
+             "the kit wrote there, nothing else)" % folder, _size_of(cached),
+             lambda: _remove(_ours(folder, CACHE_ENTRIES, CACHE_PREFIXES)),
              "nox -s clean -- --remove cache"),
-        Part("reports", "%s: results, logs, pages (README.md stays)" % opts.reports_dir,
-             _tree_size(opts.reports_dir), lambda: _remove_reports(opts.reports_dir),
-             "nox -s clean -- --remove reports"),
+        Part("reports", "%s: results, logs, pages (what the kit wrote there; README.md and "
+             "anything else stay)" % opts.reports_dir, _size_of(reported),
+             lambda: _remove_reports(opts.reports_dir), "nox -s clean -- --remove reports"),
         Part(".nox", ".nox/ beside the noxfile: the sessions' venvs (remade on the next run)",
              _tree_size(Path(".nox")), None, "rm -rf .nox"),
     ]
@@ -124,10 +159,10 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
     if "all" in asked:
         asked = set(PARTS)
     for part in parts(opts, client):
-        if part.name in asked:
-            if part.remove is None or (part.name in ("images", "bases") and client is None):
-                raise UserError("%s cannot be removed from here: %s" % (part.name,
-                                                                        part.command))
+        if part.name in asked and part.name in ("images", "bases") and client is None:
+            print("%-8s not removed: no Docker engine answers here" % part.name, file=out)
+        elif part.name in asked:
+            assert part.remove is not None
             part.remove()
             print("removed %s (%s): %s" % (part.name, _size(part.size), part.holds), file=out)
         else:

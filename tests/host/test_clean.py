@@ -24,6 +24,10 @@ def _fill(tmp_path: Path) -> None:
     (tmp_path / "reports" / "results").mkdir(parents=True)
     (tmp_path / "reports" / "results" / "r.json").write_bytes(b"{}" * 1_000_000)
     (tmp_path / "reports" / "README.md").write_text("kept\n")
+    # --reports and ENVBENCH_CACHE may name folders that hold other things too.
+    (tmp_path / "reports" / "notes.txt").write_text("mine\n")
+    (tmp_path / "reports" / "src").mkdir()
+    (tmp_path / "cache" / "someone-elses").mkdir()
 
 
 def test_clean_lists_each_part_with_its_size_and_the_command_and_removes_nothing(tmp_path):
@@ -49,8 +53,10 @@ def test_clean_removes_what_it_is_asked_and_keeps_the_reports_readme(tmp_path):
     proc = clean(tmp_path, "--remove", "cache", "--remove", "reports")
     assert proc.returncode == 0, proc.stderr
     assert "removed cache (3 MB): %s" % (tmp_path / "cache") in proc.stdout
-    assert not (tmp_path / "cache").exists()
-    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["README.md"]
+    assert "removed reports (2 MB)" in proc.stdout
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [
+        ".envbench-run.lock", "README.md", "notes.txt", "src"]
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["someone-elses"]
     # Not asked: the engine's images are as they were.
     assert next(line for line in proc.stdout.splitlines()
                 if line.startswith("images ")) == images_before
@@ -59,3 +65,13 @@ def test_clean_removes_what_it_is_asked_and_keeps_the_reports_readme(tmp_path):
 def test_clean_refuses_a_part_it_does_not_know(tmp_path):
     proc = clean(tmp_path, "--remove", "everything")
     assert proc.returncode == 2 and "invalid choice: 'everything'" in proc.stderr
+
+
+def test_clean_does_not_remove_through_a_link(tmp_path):
+    (tmp_path / "elsewhere" / "wheels").mkdir(parents=True)
+    (tmp_path / "cache").symlink_to(tmp_path / "elsewhere")
+    proc = clean(tmp_path, "--remove", "cache")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "is a symbolic link: not removed" in proc.stderr
+    assert (tmp_path / "elsewhere" / "wheels").is_dir()
+
