@@ -20,7 +20,7 @@ from envbench.engine.host import Host
 from envbench.matrix import models
 from envbench.matrix.models import Matrix
 from envbench.options import Options
-from envbench.results import store
+from envbench.results import outcome, store
 from envbench.results.identity import DataIdentity, variant_text
 from envbench.results.record import Result
 
@@ -90,12 +90,12 @@ def current(loaded: list[Result], m: Matrix, cells: list[cellmod.Cell], syntheti
             left_out.append((str(item.path), reason))
             continue
         previous = chosen.get(slot)
-        if previous is None or _written(item) > _written(previous):
+        if previous is None or _rank(item) > _rank(previous):
             if previous is not None:
-                left_out.append((str(previous.path), _superseded(item)))
+                left_out.append((str(previous.path), _superseded(item, previous)))
             chosen[slot] = item
         else:
-            left_out.append((str(item.path), _superseded(previous)))
+            left_out.append((str(item.path), _superseded(previous, item)))
     return list(chosen.values()), sorted(left_out)
 
 
@@ -103,9 +103,19 @@ def _written(item: Result) -> tuple[str, str]:
     return (item.written_at, item.path.name if item.path else "")
 
 
-def _superseded(by: Result) -> str:
-    return "superseded by %s, a later result of the same cell" % (by.path.name if by.path
-                                                                    else "another result")
+def _rank(item: Result) -> tuple[bool, tuple[str, str]]:
+    """Which of two results of one cell the report keeps: the later, except that a cell
+    refused on this host never replaces one measured elsewhere (a GPU VM's results brought
+    home, then `bench` on a laptop without the GPU)."""
+    return (outcome.of(item) != "refused", _written(item))
+
+
+def _superseded(by: Result, item: Result) -> str:
+    name = by.path.name if by.path else "another result"
+    if outcome.of(item) == "refused" and outcome.of(by) != "refused":
+        return "refused where it ran; %s is a result of the same cell from where it could run" \
+            % name
+    return "superseded by %s, a later result of the same cell" % name
 
 
 def _judge(record: Result, by_slot: dict[tuple[Any, ...], cellmod.Cell],
@@ -138,7 +148,7 @@ def _judge(record: Result, by_slot: dict[tuple[Any, ...], cellmod.Cell],
     builds = tags.get(env_name or "") or ()
     # A cell refused before any build (this GPU, no GPU) names no image: it is still this
     # matrix's cell, and the page says why it did not run.
-    unbuilt = tag is None and record.status != "ok"
+    unbuilt = tag is None and outcome.of(record) == "refused"
     if builds and tag not in builds and not unbuilt:
         return "another image of %s (%s; the matrix now builds %s)" % (
             env_name, tag or "not built", " or ".join(builds)), slot

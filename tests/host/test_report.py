@@ -347,6 +347,42 @@ def test_the_report_of_the_current_matrix_names_each_file_it_leaves_out(tmp_path
     assert ">10.00<" in page and ">12.00<" in page and ">99.00<" not in page
 
 
+def test_a_cell_refused_on_this_host_never_replaces_one_measured_elsewhere(tmp_path):
+    """Results brought home from a machine that ran the cell, then the same cell refused here
+    (no GPU): the measured one is reported; a refusal (no image) is shown where nothing was
+    measured; a fault without an image (no runtime) is not this matrix's image."""
+    from envbench.cells import expansion, records
+    from envbench.engine.host import Host
+    from envbench.matrix import models
+    from envbench.results import outcome
+
+    files = _selection_run(tmp_path)
+    m = models.load(tmp_path / "matrix.yaml")
+    cells = expansion.expand(m)
+    folder = tmp_path / "reports" / "results"
+    refused = []
+    for cell, kind in ((cells[0], outcome.NO_GPU), (cells[1], "GpuUnavailable")):
+        p = expansion.prepare(cell, m.targets["cpu"], Host(2, None), SYNTHETIC_DATA, None)
+        records.failed(folder, p, m.targets["cpu"], kind, "said", None)
+        refused.append(p)
+    proc = subprocess.run([sys.executable, "-m", "envbench", "report", "--matrix",
+                           str(tmp_path / "matrix.yaml"), "--reports", str(tmp_path / "reports")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    page = (tmp_path / "reports" / "index.html").read_text()
+    reasons = dict(re.findall(r"<li><code>([^<]*)</code>: (.*?)</li>", page))
+    by_kind = {}
+    for path in folder.glob("*.json"):
+        record = result.json.loads(path.read_text())
+        if record["status"] == "failed":
+            by_kind[record["error"]["type"]] = str(path)
+    assert reasons[by_kind[outcome.NO_GPU]] == ("refused where it ran; %s is a result of the "
+                                                "same cell from where it could run"
+                                                % files[("current", 32)].name)
+    assert reasons[by_kind["GpuUnavailable"]].startswith("another image of a (not built")
+    assert ">10.00<" in page and ">12.00<" in page
+
+
 HOSTILE_NAMES = {
     "html": "<img src=x onerror=alert(1)>",
     "markdown link": "[click](http://evil.example/x)",
