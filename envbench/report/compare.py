@@ -14,6 +14,7 @@ what changed in its stack (torch, CUDA, cuDNN, driver, lock, image).
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ FINGERPRINT = (("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"), ("drive
                ("lock", "lock_sha256"), ("image", "id"))
 
 
-Key = tuple[str, str, str, str, str]  # environment, target, variant, marks, image ("": one)
+# environment, target, variant, marks, and which of a cell's groups ("": the only one)
+Key = tuple[str, str, str, str, str]
 
 
 @dataclass
@@ -47,8 +49,8 @@ class Change:
 
     @property
     def name(self) -> str:
-        env, target, variant, marks, image = self.key
-        marks = " ".join(m for m in (marks, "image %s" % image if image else "") if m)
+        env, target, variant, marks, which = self.key
+        marks = " ".join(m for m in (marks, which) if m)
         return "%s × %s%s%s" % (env, target, "" if variant == "—" else " × " + variant,
                                 " (%s)" % marks if marks else "")
 
@@ -63,14 +65,22 @@ def _image(g: Group) -> str:
     return image[7:19] if image else "none"
 
 
-def _keyed(groups: list[Group], images: dict[tuple[str, str, str, str], set[str]]
-           ) -> dict[Key, Group]:
-    """Each group under its cell, and under its image too where either run holds the cell in
-    more than one image (``images``: every image each cell has across both runs)."""
-    keyed = {}
+def _label(g: Group, images: dict[tuple[str, str, str, str], set[str]]) -> str:
+    found = images.get(_cell(g))
+    return "image %s" % _image(g) if found is not None and len(found) > 1 else ""
+
+
+def _keyed(groups: list[Group], images: dict[tuple[str, str, str, str], set[str]],
+           crowded: set[Key]) -> dict[Key, Group]:
+    """Each group under its cell. Where either run holds the cell more than once (the cells
+    in ``images``, with every image each has across both runs): under its image too where
+    those differ, and under its run where a run holds one image twice (``crowded``: other
+    data or resources), in both runs alike, so that no row stands for two."""
+    keyed: dict[Key, Group] = {}
     for g in groups:
-        cell = _cell(g)
-        key: Key = cell + (_image(g) if len(images[cell]) > 1 else "",)
+        key: Key = _cell(g) + (_label(g, images),)
+        if key in crowded:
+            key = _cell(g) + (("%s run %s" % (key[-1], g.identity.group[:8])).strip(),)
         keyed[key] = g
     return keyed
 
@@ -92,11 +102,14 @@ def compare(old: list[Result], new: list[Result], threshold: float = 0.05,
             counts = per_run.setdefault(_cell(g), [0, 0])
             counts[side] += 1
             images.setdefault(_cell(g), set()).add(_image(g))
-    # One image a side: the cell pairs whatever the images (a new image is what compare is
+    # One group a side: the cell pairs whatever the images (a new image is what compare is
     # for). More than one on a side: each image is its own row, paired by image.
-    images = {cell: found if max(per_run[cell]) > 1 else {""} for cell, found in images.items()}
-    before = _keyed(old_groups, images)
-    after = _keyed(new_groups, images)
+    images = {cell: found for cell, found in images.items() if max(per_run[cell]) > 1}
+    crowded = {key for groups in (old_groups, new_groups) for key, count in Counter(
+        _cell(g) + (_label(g, images),) for g in groups if _cell(g) in images).items()
+        if count > 1}
+    before = _keyed(old_groups, images, crowded)
+    after = _keyed(new_groups, images, crowded)
     changes = []
     for key in sorted(set(before) | set(after)):
         o, n = before.get(key), after.get(key)

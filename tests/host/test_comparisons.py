@@ -489,6 +489,26 @@ def test_compare_shows_each_image_where_a_run_holds_a_cell_in_two(tmp_path):
     assert changes["b × cpu × batch_size=256"].flag == "no change"  # one image: as before
 
 
+def test_compare_shows_each_of_two_runs_of_one_image_with_other_resources(tmp_path):
+    """The new run holds b × cpu twice in the same image, once on half the cores: two rows,
+    each named by its run; none stands for both."""
+    old, new = _run_pair(tmp_path, {}, noise=0.0)
+    for path in sorted(new.glob("*.json")):
+        record = result.json.loads(path.read_text())
+        if (record["cell"]["environment"], record["cell"]["target"]) == ("b", "cpu"):
+            half = scaled(record, 1.5)
+            half["cell"]["resources"].update(cpus=4, cpuset="0-3", threads=4)
+            result.write_atomic(str(new / ("half-%s" % path.name)), half)
+    changes = [c for c in compare.compare(store.load_all([old])[0], store.load_all([new])[0])
+               if c.name.startswith("b × cpu")]
+    assert len(changes) == 2, [c.name for c in changes]
+    assert all(re.fullmatch(r"b × cpu × batch_size=256 \(run [0-9a-f]{8}\)", c.name)
+               for c in changes), [c.name for c in changes]
+    assert len({c.name for c in changes}) == 2
+    # The run on all the cores pairs with the old run's; the other is new.
+    assert sorted(c.flag for c in changes) == ["no change", "only in the new run"]
+
+
 def test_compare_shows_what_changed_in_the_stack_and_keeps_the_page_guarantees(tmp_path):
     old, new = _run_pair(tmp_path, {0: 1.3}, noise=0.0)
     for path in new.glob("*.json"):
