@@ -18,7 +18,7 @@ from envbench.cells import dataset, matrixrun
 from envbench.engine import connection
 from envbench.engine.host import Host
 from envbench.errors import UserError
-from envbench.images import dockerfile
+from envbench.images import bases, dockerfile
 from envbench.images import lock as lockmod
 from envbench.options import Options
 
@@ -115,6 +115,10 @@ def _engine_checks(client: docker.DockerClient, plans: dict[str, Any], gpu_targe
         except UserError as exc:
             problems.append("environments.%s.base: %s" % (name, exc))
             continue
-        if found is None and connection.image_or_none(client, plan.tag) is None:
+        if found is None and not plan.env.base and bases.kit_base(plan.env) is not None:
+            # bench builds on the kit's own base (debootstrap: no registry, no pull).
+            warnings.append("environments.%s: %s is not in the engine: it builds on the kit's "
+                            "own base %s" % (name, plan.base, bases.kit_base(plan.env)))
+        elif found is None and connection.image_or_none(client, plan.tag) is None:
             problems.append("environments.%s.base: %s is not in the engine and --offline "
                             "forbids pulling it" % (name, plan.base))

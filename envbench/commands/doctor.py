@@ -212,12 +212,18 @@ def _registry(client: Any, m: Matrix, to_build: list[str]) -> Check:
     """A registry is needed only for a base that neither the engine nor the kit has: a
     stack's own `base:`, or a default base whose Python no Debian release of the kit's has."""
     needing = []
+    root = None  # whether debootstrap could build the kit's base: asked once, if needed
     for name in to_build:
         env = m.environments[name]
         base = (sources.expand(env.base, "environments.%s.base" % name) if env.base
                 else dockerfile.default_base(env))
-        if connection.image_or_none(client, base) is None and (
-                env.base or bases.kit_base(env) is None):
+        if connection.image_or_none(client, base) is not None:
+            continue
+        kit = None if env.base else bases.kit_base(env)
+        if kit is not None and connection.image_or_none(client, kit) is None:
+            root = provision.privileged() is not None if root is None else root
+            kit = kit if root else None  # debootstrap needs root or passwordless sudo
+        if kit is None:
             needing.append((name, base))
     try:
         client.api.inspect_distribution("debian:bookworm-slim")
@@ -230,9 +236,16 @@ def _registry(client: Any, m: Matrix, to_build: list[str]) -> Check:
                      "base (debootstrap)" % why, needed=False)
     listed = "; ".join("%s needs %s" % pair for pair in needing)
     env = m.environments[needing[0][0]]
+    if env.base:
+        fix = "load the base into this engine (`docker load`) or name one it has"
+    elif bases.kit_base(env) is not None:
+        fix = ("run the first build as root or with passwordless sudo (debootstrap builds the "
+               "kit's own base %s), or load %s into this engine (`docker load`)"
+               % (bases.kit_base(env), dockerfile.default_base(env)))
+    else:
+        fix = bases.registry_sentence(env)
     return Check(False, "no container registry answers the engine (%s): %s" % (why, listed),
-                 bases.registry_sentence(env) if not env.base else
-                 "load the base into this engine (`docker load`) or name one it has")
+                 fix)
 
 
 def _indexes(m: Matrix, to_build: list[str]) -> list[Check]:

@@ -45,7 +45,7 @@ def kit_base(env: Environment) -> str | None:
 def known(client: docker.DockerClient | None, env: Environment) -> str | None:
     """The default base as far as the engine tells without any network (for tags before a
     build): the kit's own where the engine has it and not the registry's; else None (the
-    registry's, dockerfile.default_base)."""
+    registry's, dockerfile.default_base). Chooser decides in the same order."""
     if env.base or client is None:
         return None
     kit = kit_base(env)
@@ -85,9 +85,15 @@ class Chooser:
         return self._chosen[default]
 
     def _decide(self, name: str, env: Environment, default: str) -> str | None:
+        """The same order as known(): the registry's base in the engine, else the kit's in
+        the engine (no network asked), else a pull, else the kit's built."""
         if connection.image_or_none(self.client, default) is not None:
             return None
         kit = kit_base(env)
+        if kit is not None and connection.image_or_none(self.client, kit) is not None:
+            print("%s: building on the kit's own base %s (%s is not in this engine)"
+                  % (name, kit, default), file=self.out, flush=True)
+            return kit
         if self.allow_pull and self._registry is None:
             try:
                 print("pulling base image %s (not in the local engine)" % default,
@@ -100,14 +106,10 @@ class Chooser:
         if kit is None:
             raise UserError("environments.%s: its base %s is not in this engine and cannot be "
                             "pulled (%s); %s" % (name, default, why, registry_sentence(env)))
-        if connection.image_or_none(self.client, kit) is None:
-            print("%s: %s is not in this engine and cannot be pulled (%s): building the kit's "
-                  "own base %s instead (debootstrap, as the demo does)"
-                  % (name, default, why, kit), file=self.out, flush=True)
-            self._build(env, kit)
-        else:
-            print("%s: building on the kit's own base %s (%s is not in this engine)"
-                  % (name, kit, default), file=self.out, flush=True)
+        print("%s: %s is not in this engine and cannot be pulled (%s): building the kit's own "
+              "base %s instead (debootstrap, as the demo does)" % (name, default, why, kit),
+              file=self.out, flush=True)
+        self._build(env, kit)
         return kit
 
     def _build(self, env: Environment, kit: str) -> None:
