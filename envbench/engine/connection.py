@@ -7,6 +7,7 @@ drops because dockerd stopped) is an expected failure of one image or one cell: 
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import docker
 import requests
@@ -19,6 +20,12 @@ from envbench.errors import UserError
 # What a call to the engine may raise besides a bug: the SDK's errors, and the transport's
 # when the engine goes away mid-call (requests' errors are not DockerExceptions).
 ENGINE_ERRORS = (DockerException, requests.exceptions.RequestException, ConnectionError)
+
+
+def is_local(client: Any) -> bool:
+    """Whether the engine answers on this machine's socket (unix socket or named pipe), not
+    on a remote DOCKER_HOST (tcp://, ssh://), whose GPUs this machine cannot see."""
+    return str(getattr(client.api, "base_url", "")).startswith("http+docker://")
 
 
 def client_host() -> str:

@@ -48,6 +48,7 @@ class GpuState:
     driver_only: str | None = None  # the driver, where only /proc could be read
     mode: str = "gpus"  # how containers get GPUs: Docker's --gpus, or "cdi" devices
     on_pci: bool = False  # an NVIDIA display or 3D controller on this host's PCI bus
+    local: bool = True  # the engine runs on this machine (what it reads here is the engine's)
 
     @property
     def driver(self) -> str | None:
@@ -57,9 +58,10 @@ class GpuState:
     def absent(self) -> bool:
         """No NVIDIA GPU on this host at all: none listed, no driver, none on the PCI bus,
         and no container got one. A GPU whose driver or runtime is missing is not absent:
-        that is a fault to fix, not a host without GPUs."""
-        return self.runtime is not True and not self.gpus and self.driver is None \
-            and not self.on_pci
+        that is a fault to fix, not a host without GPUs; nor is an engine on another machine
+        (a remote DOCKER_HOST), whose GPUs this one cannot see."""
+        return self.local and self.runtime is not True and not self.gpus \
+            and self.driver is None and not self.on_pci
 
 
 def requested_count(gpus: str | int | None) -> int:
@@ -326,7 +328,7 @@ def state(client: docker.DockerClient, image: Any | None) -> GpuState:
             return GpuState(runtime, tuple(found), problem, mode=mode)
         problem = problem or why
     return GpuState(runtime, (), problem, driver_only=proc_driver(), mode=mode,
-                    on_pci=nvidia_on_pci())
+                    on_pci=nvidia_on_pci(), local=connection.is_local(client))
 
 
 def _version(text: str) -> tuple[int, ...]:

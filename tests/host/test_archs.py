@@ -7,6 +7,7 @@ from envbench.engine import gpu
 from envbench.engine.gpu import GpuInfo, GpuState
 from envbench.images import archs
 from envbench.matrix.models import Environment, Target
+from envbench.results import outcome
 
 SEED = Environment(python="3.8", torch="1.12.1", torchvision="0.13.1", cuda="11.6")
 CU130 = Environment(python="3.12", torch="2.14.1", cuda="13.0")
@@ -136,3 +137,30 @@ def test_a_gpu_in_mig_mode_is_read_and_refused_before_building(tmp_path, monkeyp
     assert gpufit.block("new", CU130, GpuState(True, (GpuInfo("NVIDIA H100", "580.95.05",
                                                                  "1 MiB", (9, 0), False),)),
                         None) is None
+
+
+def test_a_host_without_any_nvidia_gpu_refuses_gpu_cells_by_design_and_others_are_faults():
+    none_here = GpuState(False, (), gpu.NO_RUNTIME)
+    assert none_here.absent
+    assert gpufit.block("new", CU130, none_here, None).kind == outcome.NO_GPU
+    # A GPU on the bus without its driver, a driver without nvidia-smi, a remote engine:
+    # faults to fix (or GPUs this machine cannot see), not a host without GPUs.
+    for state in (GpuState(False, (), gpu.NO_RUNTIME, on_pci=True),
+                  GpuState(False, (), gpu.NO_RUNTIME, driver_only="580.95.05"),
+                  GpuState(False, (), gpu.NO_RUNTIME, local=False)):
+        assert not state.absent
+        assert gpufit.block("new", CU130, state, None).kind == "GpuUnavailable"
+
+
+def test_an_nvidia_gpu_is_read_off_the_pci_bus_by_vendor_and_class(tmp_path):
+    def device(name, vendor, klass):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "vendor").write_text(vendor + "\n")
+        (tmp_path / name / "class").write_text(klass + "\n")
+
+    device("0000:00:01.0", "0x8086", "0x030000")  # another vendor's display
+    device("0000:00:02.0", "0x10de", "0x040300")  # NVIDIA's HDMI audio function
+    assert not gpu.nvidia_on_pci(tmp_path)
+    device("0000:3b:00.0", "0x10de", "0x030200")  # a data-centre GPU: a 3D controller
+    assert gpu.nvidia_on_pci(tmp_path)
+    assert not gpu.nvidia_on_pci(tmp_path / "missing")
