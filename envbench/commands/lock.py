@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TextIO
 
 from envbench.cells import matrixrun
-from envbench.errors import UserError
+from envbench.errors import BadInput, UserError
 from envbench.images import lock as lockmod
+from envbench.matrix import sources
 from envbench.matrix.models import Environment
 from envbench.options import Options
 
@@ -19,6 +20,16 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
     m, cells = matrixrun.plan_cells(opts)
     failed = 0
     names = list(dict.fromkeys(c.environment for c in cells))
+    # Each stack's index after ${VAR} expansion, before anything is resolved: a value the
+    # kit refuses is bad input (exit 2), said for every stack at once.
+    refused = []
+    for name in names:
+        try:
+            sources.index_url(name, m.environments[name])
+        except BadInput as exc:
+            refused.append(str(exc))
+    if refused:
+        raise BadInput("%s cannot be locked:\n  %s" % (opts.matrix_path, "\n  ".join(refused)))
     if opts.check:
         pip = [n for n in names if m.environments[n].source == "pip"]
         print("checking the locks of %d pip stack(s) in %s: %s" % (

@@ -163,7 +163,9 @@ def _wheel(entry: Any, package: dict[str, Any], where: str) -> Wheel:
     if not isinstance(entry, dict):
         raise UserError("%s: a wheel entry is not a table" % label)
     hashes = entry.get("hashes") or {}
-    sha256 = hashes.get("sha256") if isinstance(hashes, dict) else hashes
+    if not isinstance(hashes, dict):
+        raise UserError("%s: hashes is not a table (hashes = { sha256 = \"…\" })" % label)
+    sha256 = hashes.get("sha256")
     if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
         raise UserError("%s: hashes.sha256 %r is not 64 lower-case hex digits"
                         % (label, str(sha256)[:80]))

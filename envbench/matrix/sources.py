@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envbench.errors import UserError
+from envbench.errors import BadInput, UserError
 from envbench.matrix import grammars
 from envbench.matrix.models import Environment
 
@@ -21,16 +21,16 @@ def expand(value: str, where: str) -> str:
             return os.environ[name].rstrip("/")
         if default is not None:
             return default.rstrip("/")
-        raise UserError("%s: ${%s} is not set (see docs/stacks.md, 'Offline and custom indexes')"
-                        % (where, name))
+        raise BadInput("%s: ${%s} is not set (see docs/stacks.md, 'Offline and custom indexes')"
+                       % (where, name))
     return grammars.VARIABLE.sub(sub, value)
 
 
 def checked(value: str, check: Any, where: str) -> str:
     """A value after ${VAR} expansion, checked as strictly as one written in the matrix."""
     problem = check(value)
-    if problem is not None:
-        raise UserError("%s: %s" % (where, problem))
+    if problem is not None:  # a matrix value the kit refuses: bad input, as in the file
+        raise BadInput("%s: %s" % (where, problem))
     return value
 
 

@@ -265,7 +265,7 @@ def test_a_variable_that_expands_to_an_unparsable_url_is_one_sentence(tmp_path, 
                                        "'${EVIL_URL}'}\ntargets: {cpu: {device: cpu}}\n")
     for verb in ("check", "lock"):
         proc = envbench(verb, "--matrix", path, EVIL_URL=url)
-        assert proc.returncode in (1, 2) and "Traceback" not in proc.stdout + proc.stderr
+        assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr
         assert "environments.a.index_url: " in proc.stdout + proc.stderr
         assert reason in proc.stdout + proc.stderr and "tok@" not in proc.stdout + proc.stderr
 
@@ -281,7 +281,7 @@ def test_a_variable_that_expands_to_an_unparsable_url_is_one_sentence(tmp_path, 
     (b'\xff\xfe[\x00', "UTF-16 text"),
     ('[[packages]]\nname = "x"\nversion = "1"\nwheels = [{name = "a.whl", hashes = "x"}]\n'
      '[tool.envbench]\ninputs-sha256 = "a"\ninputs = "{}"\n',
-     "hashes.sha256 'x' is not 64 lower-case hex digits"),
+     "hashes is not a table"),
 ])
 def test_a_lock_with_the_wrong_types_is_one_sentence(tmp_path, text, expected):
     from envbench.images import lock
