@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench import cache, stats, users
+from envbench import cache, provision, stats, users
 from envbench.cells import (
     containerrun,
     dataset,
@@ -42,6 +42,7 @@ from envbench.results.identity import DataIdentity
 
 def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
     m = models.load(opts.matrix_path)
+    provision.index_environment()  # a bad ENVBENCH_INDEX_URL is bad input, said before all
     cells = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick,
                            opts.matrix_dir, opts.profile)
     # A cloud target runs on its own VM (nox -s cloud), where the kit names it with --target;

@@ -140,8 +140,10 @@ def _gpu_checks(client: Any, asked: Asked, tags: dict[str, str | None]
     targets = ", ".join(sorted({c.target for c in gpu_cells}))
     found = gpu.state(client, None)
     if found.absent:
+        others = len(asked.cells) - len(gpu_cells)
         return [Check(False, "GPUs: none on this host; the %d cell(s) on %s are refused by "
-                      "design and the others run" % (len(gpu_cells), targets),
+                      "design%s" % (len(gpu_cells), targets, " and the other %d run" % others
+                                    if others else ""),
                       needed=False)], set(stacks)
     out = []
     if found.runtime:

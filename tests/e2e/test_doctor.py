@@ -78,7 +78,7 @@ def test_doctor_prints_every_check_with_its_fix_and_exits_1_when_any_fails(clien
     if gpu.host_gpus() is None and gpu.proc_driver() is None and not gpu.nvidia_on_pci():
         # No GPU here: the GPU target's cells are refused by design, said once, not failed.
         assert checks[1] == ("ℹ GPUs: none on this host; the 18 cell(s) on gpu are refused "
-                             "by design and the others run"), checks
+                             "by design and the other 24 run"), checks
     # Every ✘ is followed by its fix; an ℹ has none.
     for line in failed:
         assert lines[lines.index(line) + 1].startswith("    fix: "), line

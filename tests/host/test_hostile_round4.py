@@ -402,3 +402,16 @@ def test_a_result_whose_name_hides_a_character_is_left_out(tmp_path):
     result.write_atomic(str(folder / "wide.json"), wide)
     _, skipped = store.load_all([folder])
     assert any("is not in NFKC form" in why for _, why in skipped)
+
+
+@pytest.mark.parametrize("url", ["not a url", "https://u:tok@x y/simple", "ftp://mirror/simple"])
+def test_a_bad_envbench_index_url_is_bad_input_before_anything_runs(tmp_path, url):
+    path = _matrix(tmp_path, "m.yaml", "environments:\n  a: {torch: '2.13.0'}\n"
+                                       "targets: {cpu: {device: cpu}}\n")
+    for verb in ("doctor", "lock", "check"):
+        proc = envbench(verb, "--matrix", path, "--locks", tmp_path / "locks",
+                        ENVBENCH_INDEX_URL=url)
+        assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr
+        assert "is not an http(s) URL" in proc.stderr and "tok" not in proc.stderr
+        assert not (tmp_path / "locks").exists()  # nothing resolved
+
