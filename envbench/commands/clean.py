@@ -116,7 +116,7 @@ def _remove_reports(folder: Path) -> None:
 
 
 def _size_of(items: list[Path]) -> int:
-    return sum(_tree_size(item) if item.is_dir() else item.lstat().st_size for item in items)
+    return sum(_tree_size(item) for item in items)
 
 
 def parts(opts: Options, client: Any) -> list[Part]:

@@ -213,20 +213,8 @@ def _data(asked: Asked, data_dir: Path | None) -> Check:
 def _registry(client: Any, m: Matrix, to_build: list[str]) -> Check:
     """A registry is needed only for a base that neither the engine nor the kit has: a
     stack's own `base:`, or a default base whose Python no Debian release of the kit's has."""
-    needing = []
-    root = None  # whether debootstrap could build the kit's base: asked once, if needed
-    for name in to_build:
-        env = m.environments[name]
-        base = (sources.expand(env.base, "environments.%s.base" % name) if env.base
-                else dockerfile.default_base(env))
-        if connection.image_or_none(client, base) is not None:
-            continue
-        kit = None if env.base else bases.kit_base(env)
-        if kit is not None and connection.image_or_none(client, kit) is None:
-            root = provision.privileged() is not None if root is None else root
-            kit = kit if root else None  # debootstrap needs root or passwordless sudo
-        if kit is None:
-            needing.append((name, base))
+    needing = [(name, bases.base_of(name, m.environments[name])) for name in to_build
+               if bases.needs_registry(client, name, m.environments[name])]
     try:
         client.api.inspect_distribution("debian:bookworm-slim")
         return Check(True, "a container registry answers the engine")

@@ -18,6 +18,7 @@ from envbench import provision
 from envbench.engine import connection
 from envbench.errors import UserError
 from envbench.images import baseimage, dockerfile
+from envbench.matrix import sources
 from envbench.matrix.models import Environment
 
 # The Python of each Debian release debootstrap can make here: a pip stack built on the kit's
@@ -57,6 +58,24 @@ def known(client: docker.DockerClient | None, env: Environment) -> str | None:
         return None
 
 
+def base_of(name: str, env: Environment) -> str:
+    """The base a stack names (expanded), else the registry's default."""
+    if env.base:
+        return sources.expand(env.base, "environments.%s.base" % name)
+    return dockerfile.default_base(env)
+
+
+def needs_registry(client: docker.DockerClient, name: str, env: Environment) -> bool:
+    """Whether a stack's base can only come from a registry: its own `base:` or the default
+    is not in the engine, and the kit's base is neither there nor buildable here
+    (debootstrap needs root or passwordless sudo)."""
+    if connection.image_or_none(client, base_of(name, env)) is not None:
+        return False
+    if env.base or kit_base(env) is None:
+        return True
+    return known(client, env) is None and provision.privileged() is None
+
+
 def registry_sentence(env: Environment) -> str:
     """What to do where a stack's default base has no registry and no kit base fits."""
     return ("the kit's own Debian bases have Python %s: set python: to one of them, or load "
@@ -89,11 +108,12 @@ class Chooser:
         the engine (no network asked), else a pull, else the kit's built."""
         if connection.image_or_none(self.client, default) is not None:
             return None
-        kit = kit_base(env)
-        if kit is not None and connection.image_or_none(self.client, kit) is not None:
+        local = known(self.client, env)
+        if local is not None:
             print("%s: building on the kit's own base %s (%s is not in this engine)"
-                  % (name, kit, default), file=self.out, flush=True)
-            return kit
+                  % (name, local, default), file=self.out, flush=True)
+            return local
+        kit = kit_base(env)
         if self.allow_pull and self._registry is None:
             try:
                 print("pulling base image %s (not in the local engine)" % default,
