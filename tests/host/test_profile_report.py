@@ -1,8 +1,11 @@
 """Profiled cells on the page and in compare, from real bench runs on this CPU.
 
-Six LeNet runs, interleaved: three with both cores and three with one (--threads 1, a run
-made slower on purpose). Their records get the cell section the host runner gives them and
-are read through the contract, as any result is.
+Six LeNet runs, interleaved: three with both cores and three made slower on purpose: one
+thread, and twice the samples per step and per epoch. The doubled work alone makes each step
+and each epoch about twice as long whatever else the machine is doing (one thread alone was
+not enough: a busy CI machine once left a 1.7x slowdown's interval reaching 0.98). Their
+records get the cell section the host runner gives them and are read through the contract,
+as any result is.
 """
 from __future__ import annotations
 
@@ -23,8 +26,10 @@ from envbench.results import contract, store
 
 ROOT = Path(__file__).resolve().parents[2]
 torch = pytest.importorskip("torch", reason="bench runs natively here: the tests venv has torch")
-LENET = ["--device", "cpu", "--synthetic", "--epochs", "3", "--batch-size", "256",
-         "--pipeline", "resident", "--limit", "4096", "--limit-test", "256", "--profile"]
+LENET = ["--device", "cpu", "--synthetic", "--epochs", "3", "--pipeline", "resident",
+         "--limit-test", "256", "--profile"]
+FAST = ["--threads", "2", "--batch-size", "256", "--limit", "4096"]
+SLOW = ["--threads", "1", "--batch-size", "512", "--limit", "8192"]
 
 
 def _cell(record: dict, environment: str, repeat: int, threads: int) -> dict:
@@ -39,11 +44,12 @@ def _cell(record: dict, environment: str, repeat: int, threads: int) -> dict:
     return record
 
 
-def _run(folder: Path, stem: str, threads: int, environment: str, repeat: int) -> Path:
+def _run(folder: Path, stem: str, how: list[str], environment: str, repeat: int) -> Path:
     out = folder / ("%s.json" % stem)
-    subprocess.run([sys.executable, "-m", "bench", *LENET, "--threads", str(threads),
-                    "--out", str(out)], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "bench", *LENET, *how, "--out", str(out)],
+                   cwd=ROOT, check=True, capture_output=True, timeout=300)
     record = json.loads(out.read_text())
+    threads = int(how[how.index("--threads") + 1])
     store.write(out, _cell(record, environment, repeat, threads))
     return out
 
@@ -55,8 +61,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for folder in folders.values():
         folder.mkdir(parents=True)
     for repeat in range(3):  # interleaved: drift falls on both alike
-        _run(folders["old"], "lenet-r%d" % repeat, 2, "torch", repeat)
-        _run(folders["new"], "lenet-r%d" % repeat, 1, "torch", repeat)
+        _run(folders["old"], "lenet-r%d" % repeat, FAST, "torch", repeat)
+        _run(folders["new"], "lenet-r%d" % repeat, SLOW, "torch", repeat)
     return folders
 
 
