@@ -18,6 +18,8 @@ from time import perf_counter
 
 import torch
 
+from bench.batches import rows
+
 # Steps before the window (caches, autotuning, a compiled graph's first calls) and in it:
 # as many as last about WINDOW_TARGET_S (a 5 ms LeNet step alone would give a window too
 # short to rank well), from MIN_WINDOW_STEPS (a 2 s ResNet step on two CPU cores: three are
@@ -116,7 +118,7 @@ def _counts(group):
 
 
 def window(step, batches, device, trace_file, group=1, adapt=True):
-    """Run the warm-up steps, then the window's under the profiler: ``step(images, labels,
+    """Run the warm-up steps, then the window's under the profiler: ``step(inputs, targets,
     index)`` on what ``batches`` yields. Returns the profile section of the record.
     ``adapt`` False keeps the fixed step counts that other ddp ranks follow."""
     cuda = device.type == "cuda"
@@ -137,9 +139,9 @@ def window(step, batches, device, trace_file, group=1, adapt=True):
     with torch.profiler.profile(activities=activities) as prof:
         started = perf_counter()
         for index in range(steps):
-            images, labels = next(batches)
-            step(images, labels, warmup + index)
-            samples += labels.shape[0]
+            inputs, targets = next(batches)
+            step(inputs, targets, warmup + index)
+            samples += rows(inputs)
         if cuda:
             torch.cuda.synchronize(device)
         window_s = perf_counter() - started

@@ -14,6 +14,7 @@ from time import perf_counter
 import torch
 
 from bench import (
+    batches,
     compat,
     fingerprint,
     memory,
@@ -80,29 +81,37 @@ def weights_sha256(model):
     return digest.hexdigest()
 
 
-def evaluate(model, pipeline, device, autocast, channels_last, loss_fn, non_blocking=True):
-    """(test accuracy, mean test loss): the argmax over the outputs' last dimension against
-    the targets, and the workload's loss; both stay on the device until the one .item() each
-    at the end. The loss is null where it was not finite."""
+def evaluate(model, pipeline, device, autocast, channels_last, workload, non_blocking=True):
+    """(test accuracy, mean test loss): the workload's own scoring (bench.workloads.base:
+    the argmax over the outputs' last dimension against the targets; None where the
+    workload's quality is its loss) and its loss; both stay on the device until the one
+    .item() each at the end. The loss is null where it was not finite."""
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=device)
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-    total = 0
+    total = scored = 0
+    judged = True
     with torch.no_grad():
-        for images, labels in pipeline.test_batches():
-            images = images.to(device, non_blocking=non_blocking)
-            labels = labels.to(device, non_blocking=non_blocking)
+        for inputs, targets in pipeline.test_batches():
+            inputs = batches.move(inputs, device, non_blocking)
+            targets = batches.move(targets, device, non_blocking)
             if channels_last:
-                images = images.contiguous(memory_format=torch.channels_last)
+                inputs = batches.channels_last(inputs)
             with autocast():
-                outputs = model(images)
-            correct += (outputs.argmax(-1) == labels).sum()
-            count = labels.numel()
-            loss_sum += loss_fn(outputs.float(), labels).detach().double() * count
+                outputs = batches.call(model, inputs)
+            hits = workload.hits(outputs, inputs, targets)
+            if hits is None:
+                judged = False
+            else:
+                correct += hits[0]
+                scored += hits[1]
+            count = targets.numel() if targets is not None else batches.rows(inputs)
+            loss = workload.loss(batches.as_float(outputs), targets)
+            loss_sum += loss.detach().double() * count
             total += count
     model.train()
-    total = max(total, 1)
-    return correct.item() / total, result.finite_or_none(loss_sum.item() / total)
+    accuracy = correct.item() / max(scored, 1) if judged else None
+    return accuracy, result.finite_or_none(loss_sum.item() / max(total, 1))
 
 
 def check_copy_options(config):
@@ -187,22 +196,23 @@ def train(config, record, world, store_path=None):
     # Every micro-step syncs outside ddp's accumulation: no_sync is never asked for.
     common_steps = pipeline.common_steps() if world.mode == "ddp" and accumulate > 1 else 0
 
-    def micro_step(images, labels, index, clock, loss_sum):
+    def micro_step(inputs, targets, index, clock, loss_sum):
         """One micro-step, the same in the timed epochs and in the profile window: copy,
         forward, backward, and the optimizer where an accumulation group ends. Returns
-        whether it synchronised gradients and the forward's output dtype."""
-        images = images.to(device, non_blocking=non_blocking)
-        labels = labels.to(device, non_blocking=non_blocking)
+        whether it synchronised gradients and the forward's output dtype (None where the
+        outputs hold no floating-point tensor)."""
+        inputs = batches.move(inputs, device, non_blocking)
+        targets = batches.move(targets, device, non_blocking)
         if config["channels_last"]:
-            images = images.contiguous(memory_format=torch.channels_last)
+            inputs = batches.channels_last(inputs)
         clock.mark("h2d")
         # Under ddp a micro-step inside an accumulation group keeps its gradients
         # local: one all-reduce per optimizer step, not one per micro-step.
         sync = parallel.syncs_gradients(index + 1, accumulate, common_steps)
         with parallel.gradient_sync(wrapped, world, sync):
             with autocast():
-                outputs = model(images)
-                loss = criterion(outputs, labels)
+                outputs = batches.call(model, inputs)
+                loss = criterion(outputs, targets)
             loss_sum += loss.detach().float()
             clock.mark("forward")
             # Dividing by 1 would be one more kernel per step for nothing.
@@ -212,7 +222,8 @@ def train(config, record, world, store_path=None):
         if (index + 1) % accumulate == 0:
             _step(optimizer, scaler)
         clock.mark("optimizer")
-        return sync, outputs.dtype
+        floating = batches.floating(outputs)
+        return sync, floating.dtype if floating is not None else None
 
     for epoch in range(config["epochs"]):
         loss_sum = torch.zeros((), device=device)
@@ -223,15 +234,15 @@ def train(config, record, world, store_path=None):
         clock.start_epoch()
         # A rank whose shard ran out early keeps answering the others' gradient all-reduces.
         with (wrapped.join() if world.distributed else contextlib.nullcontext()):
-            for images, labels in pipeline.train_batches(epoch):
+            for inputs, targets in pipeline.train_batches(epoch):
                 clock.mark("data")
-                sync, dtype = micro_step(images, labels, steps, clock, loss_sum)
-                if forward_dtype is None:
+                sync, dtype = micro_step(inputs, targets, steps, clock, loss_sum)
+                if forward_dtype is None and dtype is not None:
                     # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
                     forward_dtype = str(dtype).replace("torch.", "")
                 steps += 1
                 grad_syncs += sync
-                samples += labels.shape[0]
+                samples += batches.rows(inputs)
             if steps % accumulate:  # the epoch's last, short accumulation group
                 _step(optimizer, scaler)
                 clock.mark("optimizer")
@@ -253,7 +264,7 @@ def train(config, record, world, store_path=None):
                                 % (epoch + 1, config["epochs"]))
         test_start = perf_counter()
         accuracy, test_loss = evaluate(test_model, pipeline, device, autocast,
-                                       config["channels_last"], criterion, non_blocking)
+                                       config["channels_last"], workload, non_blocking)
         test_s = perf_counter() - test_start
         # The epoch lasts as long as its slowest rank; its phases are that rank's.
         slowest = max(ranks, key=lambda r: r["wall_s"])
@@ -268,11 +279,13 @@ def train(config, record, world, store_path=None):
         if world.distributed:
             entry["ranks"] = ranks
         record["epochs"].append(entry)
-        print("epoch %d/%d  %.2f s  %.0f %s  loss %s  acc %.2f%%  (test %.2f s)"
+        print("epoch %d/%d  %.2f s  %.0f %s  loss %s  %s  (test %.2f s)"
               % (epoch + 1, config["epochs"], wall,
                  samples * workload.units_per_sample / wall, RATE[workload.unit],
                  "%.4f" % train_loss if train_loss is not None else "not finite",
-                 100 * accuracy, test_s), flush=True)
+                 "acc %.2f%%" % (100 * accuracy) if accuracy is not None
+                 else "test loss %s" % ("%.4f" % test_loss if test_loss is not None
+                                        else "not finite"), test_s), flush=True)
 
     device_peaks = _device_peaks(device, world)
     if world.main:
@@ -304,10 +317,10 @@ def _profile(config, record, world, pipeline, optimizer, micro_step, device):
     """The operator profile (bench.profiling): rank 0 profiles a few more steps of the same
     loop; under ddp the other ranks run them with it, unprofiled."""
     scratch = torch.zeros((), device=device)
-    batches = profiling.cycle(pipeline, config["epochs"])
+    endless = profiling.cycle(pipeline, config["epochs"])
 
-    def step(images, labels, index):
-        micro_step(images, labels, index, NoClock(), scratch)
+    def step(inputs, targets, index):
+        micro_step(inputs, targets, index, NoClock(), scratch)
 
     optimizer.zero_grad(set_to_none=True)
     trace = None
@@ -316,11 +329,11 @@ def _profile(config, record, world, pipeline, optimizer, micro_step, device):
             # A file of its own until the CLI puts it beside the result (trace_path).
             fd, trace = tempfile.mkstemp(prefix="envbench-", suffix=tracefile.TRACE_SUFFIX)
             os.close(fd)
-            record["profile"] = profiling.window(step, batches, device, trace,
+            record["profile"] = profiling.window(step, endless, device, trace,
                                                  group=config["accumulate"],
                                                  adapt=not world.distributed)
         else:
-            profiling.follow(step, batches, group=config["accumulate"])
+            profiling.follow(step, endless, group=config["accumulate"])
     except Exception as exc:
         if world.distributed:
             raise  # the other ranks wait in the window's all-reduces: the cell fails
@@ -329,7 +342,7 @@ def _profile(config, record, world, pipeline, optimizer, micro_step, device):
         if trace is not None and os.path.exists(trace):
             os.unlink(trace)
     finally:
-        batches.close()  # a classic loader's workers end here, not at exit
+        endless.close()  # a classic loader's workers end here, not at exit
     optimizer.zero_grad(set_to_none=True)
 
 

@@ -28,6 +28,8 @@ import copy
 import torch
 from torch import nn
 
+from bench import batches
+
 
 def count(model, example):
     """{"forward": FLOPs, "train": FLOPs, "method": ..., "note": ...} for one sample."""
@@ -41,14 +43,19 @@ def count(model, example):
 def _counted(counter, model, example, method):
     try:
         forward, train = counter(model, example)
-    except Exception as exc:  # a model the counter cannot follow: no figure, and why
-        return {"forward": None, "train": None, "method": None,
-                "note": "not counted (%s: %s)" % (type(exc).__name__,
-                                                  str(exc).strip().split("\n")[0][:200])}
+    except Exception as exc:
+        # Some models cannot run on the meta device (one that reads a tensor's value, as
+        # a Hugging Face model's mask handling may): count one real sample on the CPU.
+        try:
+            forward, train = counter(model, example, meta=False)
+        except Exception:  # a model the counter cannot follow: no figure, and why
+            return {"forward": None, "train": None, "method": None,
+                    "note": "not counted (%s: %s)" % (type(exc).__name__,
+                                                      str(exc).strip().split("\n")[0][:200])}
     if not forward:
         return {"forward": None, "train": None, "method": None,
                 "note": "no convolution, linear layer or attention found to count"}
-    per = example.shape[0]
+    per = batches.rows(example)
     return {"forward": int(forward // per), "train": int(train // per), "method": method,
             "note": None}
 
@@ -56,9 +63,15 @@ def _counted(counter, model, example, method):
 def _on_meta(model, example):
     """A copy of the model and the example on the meta device; None where torch cannot."""
     try:
-        return copy.deepcopy(model).to("meta"), example.to("meta")
+        return copy.deepcopy(model).to("meta"), batches.apply(lambda t: t.to("meta"), example)
     except Exception:
         return None
+
+
+def _copies(model, example, meta):
+    """The model and example the counter runs: on meta where it can, else on the CPU."""
+    found = _on_meta(model, example) if meta else None
+    return found or (copy.deepcopy(model).cpu(), batches.apply(lambda t: t.cpu(), example))
 
 
 def _product(values):
@@ -95,20 +108,28 @@ def _flop_counter():
         return FlopCounterMode(display=False)
 
 
-def with_flop_counter(model, example):
-    copied, inputs = _on_meta(model, example) or (copy.deepcopy(model), example)
+def with_flop_counter(model, example, meta=True):
+    copied, inputs = _copies(model, example, meta)
     copied.train()
     with _flop_counter() as forward:
-        copied(inputs)
+        batches.call(copied, inputs)
     with _flop_counter() as step:
-        _backward(copied(inputs))
+        _backward(batches.call(copied, inputs))
     return forward.get_total_flops(), step.get_total_flops()
 
 
 def _backward(outputs):
     """Backward from the outputs' sum: the gradients a loss would start (the loss's own
-    arithmetic is not counted by either method)."""
-    outputs.float().sum().backward()
+    arithmetic is not counted by either method). Outputs in other forms: from their logits,
+    else the loss the model computed, else their first floating-point tensor."""
+    start = batches.logits(outputs)
+    if start is None:
+        start = batches.own_loss(outputs)
+    if start is None:
+        start = batches.floating(outputs)
+    if start is None:
+        raise ValueError("the outputs hold no floating-point tensor to start a backward from")
+    start.float().sum().backward()
 
 
 def _attention_macs(module, inputs, output):
@@ -127,9 +148,9 @@ def _attention_macs(module, inputs, output):
     return projections + 2 * batch * lq * lk * width
 
 
-def with_hooks(model, example):
+def with_hooks(model, example, meta=True):
     """(forward FLOPs, train-step FLOPs) from hooks, on meta where torch can, else on CPU."""
-    copied, inputs = _on_meta(model, example) or (copy.deepcopy(model).cpu(), example.cpu())
+    copied, inputs = _copies(model, example, meta)
     copied.train()
     forward_macs = []
     backward_macs = []
@@ -164,7 +185,7 @@ def with_hooks(model, example):
             hooks.append(module.register_forward_hook(attention_hook))
     try:
         with torch.enable_grad():
-            copied(inputs)
+            batches.call(copied, inputs)
     finally:
         for hook in hooks:
             hook.remove()

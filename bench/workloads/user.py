@@ -3,23 +3,30 @@
 The contract (docs/workloads.md, "Your own workload"): ``build(ctx)`` returns a dict with
 
   model       an nn.Module (bench moves it to the device, wraps it for dp/ddp, compiles it)
-  train       (inputs, targets): two tensors with one row per sample
+  train       (inputs, targets): inputs a tensor, a tuple of tensors (model(*inputs)) or a
+              dict of tensors (model(**inputs)); targets a tensor or None (the model computes
+              its own loss from its inputs); every tensor with one row per sample
   test        (inputs, targets), the same way
   inputs      "images" for uint8 N x C x H x W images that the pipelines normalise as the
               tutorial does; "tensors" (the default) for inputs used as they are
   unit        what a sample is counted in on the page: "images", "tokens" or "samples"
               (default "samples"); units_per_sample: how many of them one sample is (default 1)
-  quality     "accuracy" (default) or "loss": which figure the page leads with
-  loss        loss(outputs, targets) -> scalar (default: cross entropy over the last dim)
+  quality     "accuracy" (default) or "loss": which figure the page leads with; with "loss"
+              no accuracy is computed (null) and the outputs may have any shape
+  loss        loss(outputs, targets) -> scalar, given the outputs as the model returns them
+              (default: cross entropy over the last dim of a tensor; the model's own
+              ``loss`` where its outputs carry one, as a Hugging Face model's do)
   optimizer   optimizer(parameters) -> torch.optim.Optimizer (default: SGD with the
               matrix's lr and momentum)
 
 ``ctx`` carries the run's seed, device name, limits, and ``ctx.cifar10()``: CIFAR-10 as bench
 reads it, or its seeded stand-in when the cell runs on synthetic data.
 
-A missing file or function, a build() that raises, outputs of the wrong shape and a loss that
-is not finite each end the cell with one sentence (the traceback, where there is one, goes to
-the cell's log); the other cells go on.
+Accuracy, where asked, is the argmax over the last dimension of the outputs (a tensor, or
+their ``logits`` attribute or key) against the targets, or where there are none, the inputs'
+``labels``. A missing file or function, a build() that raises, outputs that cannot be scored
+or given a loss, and a loss that is not finite each end the cell with one sentence (the
+traceback, where there is one, goes to the cell's log); the other cells go on.
 """
 from __future__ import annotations
 
@@ -31,8 +38,8 @@ import traceback
 import torch
 from torch import nn
 
+from bench import batches, workloads
 from bench import data as datasets
-from bench import workloads
 from bench.errors import WorkloadError
 from bench.workloads.base import Workload, cross_entropy
 
@@ -61,8 +68,8 @@ class Context(object):
         return datasets.load_cifar(self.data_dir, self.limit, self.limit_test)
 
 
-def _shape(tensor):
-    return str(tuple(tensor.shape))
+def _shape(part):
+    return batches.shape(part)
 
 
 def _import(path):
@@ -93,6 +100,53 @@ def _import(path):
 def _first_line(exc):
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else ""
+
+
+def _answers(inputs, targets):
+    """What accuracy scores against: the targets, else the inputs' labels (a Hugging Face
+    model takes them among its inputs)."""
+    if targets is not None:
+        return targets
+    labels = inputs.get("labels") if isinstance(inputs, dict) else None
+    return labels if isinstance(labels, torch.Tensor) else None
+
+
+def _named(name):
+    """How a sentence names one tensor of a pair: inputs, inputs[1], input_ids, targets."""
+    return "inputs" + name if not name or name.startswith("[") else name
+
+
+def _check_pair(where, part, pair):
+    """(inputs, targets) of train or test, in one sentence where they do not fit."""
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise WorkloadError("%s %s: expected (inputs, targets), got %s"
+                            % (where, part, _shape(pair) if isinstance(pair, torch.Tensor)
+                               else "a %s" % type(pair).__name__
+                               if not isinstance(pair, (tuple, list))
+                               else "%d items" % len(pair)))
+    inputs, targets = pair
+    if batches.form(inputs) is None:
+        raise WorkloadError("%s %s: inputs are %s; they are a tensor, a tuple of tensors "
+                            "(model(*inputs)) or a dict of tensors by name (model(**inputs))"
+                            % (where, part, _shape(inputs)))
+    if targets is not None and not isinstance(targets, torch.Tensor):
+        raise WorkloadError("%s %s: targets are a %s; they are a tensor, or None where the "
+                            "model computes its own loss" % (where, part,
+                                                              type(targets).__name__))
+    found = batches.tensors(inputs) + ([("targets", targets)] if targets is not None else [])
+    for name, tensor in found:
+        if tensor.dim() == 0:
+            raise WorkloadError("%s %s: %s is a scalar; every tensor has one row per sample"
+                                % (where, part, _named(name)))
+    counts = sorted({t.shape[0] for _, t in found})
+    if len(counts) == 1 and counts[0] > 0:
+        return
+    if isinstance(inputs, torch.Tensor) and targets is not None:
+        said = "%d inputs for %d targets" % (inputs.shape[0], targets.shape[0])
+    else:
+        said = ", ".join("%s %d rows" % (_named(n), t.shape[0]) for n, t in found)
+    raise WorkloadError("%s %s: %s (one row per sample in every tensor, at least one)"
+                        % (where, part, said))
 
 
 class UserWorkload(Workload):
@@ -154,15 +208,7 @@ class UserWorkload(Workload):
             raise WorkloadError("%s model: a %s, not a torch.nn.Module"
                                 % (where, type(built["model"]).__name__))
         for part in ("train", "test"):
-            pair = built[part]
-            if (not isinstance(pair, (tuple, list)) or len(pair) != 2
-                    or not all(isinstance(t, torch.Tensor) for t in pair)):
-                raise WorkloadError("%s %s: expected (inputs, targets), two tensors" % (where,
-                                                                                      part))
-            if pair[0].shape[0] != pair[1].shape[0] or pair[0].shape[0] == 0:
-                raise WorkloadError("%s %s: %d inputs for %d targets (one row per sample, "
-                                    "at least one)" % (where, part, pair[0].shape[0],
-                                                       pair[1].shape[0]))
+            _check_pair(where, part, built[part])
         choices = {"inputs": INPUTS, "unit": workloads.UNITS, "quality": QUALITIES}
         for key, allowed in choices.items():
             if key in built and built[key] not in allowed:
@@ -172,10 +218,12 @@ class UserWorkload(Workload):
         if self.inputs == "images":
             for part in ("train", "test"):
                 images = built[part][0]
-                if images.dtype != torch.uint8 or images.dim() != 4:
-                    raise WorkloadError("%s %s: inputs 'images' are uint8 N x C x H x W, "
-                                        "got %s %s" % (where, part, images.dtype,
-                                                       _shape(images)))
+                if (not isinstance(images, torch.Tensor) or images.dtype != torch.uint8
+                        or images.dim() != 4):
+                    raise WorkloadError("%s %s: inputs 'images' are uint8 N x C x H x W "
+                                        "(one tensor), got %s %s" % (
+                                            where, part, getattr(images, "dtype", "a"),
+                                            _shape(images)))
         self.unit = built.get("unit", "samples")
         self.quality = built.get("quality", "accuracy")
         units = built.get("units_per_sample", 1)
@@ -199,11 +247,13 @@ class UserWorkload(Workload):
 
     def loss(self, outputs, targets):
         if self.checked:
-            return self.built.get("loss", cross_entropy)(outputs, targets)
+            return self._loss(outputs, targets)
         self.checked = True
         self._check_outputs(outputs, targets)
         try:
-            value = self.built.get("loss", cross_entropy)(outputs, targets)
+            value = self._loss(outputs, targets)
+        except WorkloadError:
+            raise
         except Exception as exc:
             traceback.print_exc()
             raise WorkloadError("the loss of outputs %s and targets %s raised %s: %s"
@@ -215,17 +265,52 @@ class UserWorkload(Workload):
                                    else type(value).__name__))
         return value
 
+    def _loss(self, outputs, targets):
+        """The user's loss as given; else the model's own, else cross entropy of a tensor."""
+        given = self.built.get("loss")
+        if given is not None:
+            return given(outputs, targets)
+        own = batches.own_loss(outputs)
+        if own is not None:
+            return own
+        if isinstance(outputs, torch.Tensor) and targets is not None:
+            return cross_entropy(outputs, targets)
+        raise WorkloadError(
+            "the model returned %s%s and no loss: give build() a loss(outputs, targets), or "
+            "return outputs with their own loss (a Hugging Face model given labels)"
+            % (_shape(outputs), "" if targets is not None else " with no targets"))
+
+    def hits(self, outputs, inputs, targets):
+        if self.quality != "accuracy":
+            return None
+        scores, answers = batches.logits(outputs), _answers(inputs, targets)
+        return (scores.argmax(-1) == answers).sum(), answers.numel()
+
     def _check_outputs(self, outputs, targets):
-        """The first step's outputs against its targets, in one sentence if they cannot be
-        scored: accuracy takes the argmax over the outputs' last dimension."""
-        if not isinstance(outputs, torch.Tensor):
-            raise WorkloadError("the model returned a %s, not a tensor" % type(outputs).__name__)
-        fits = (outputs.dim() == targets.dim() + 1 and outputs.shape[:-1] == targets.shape)
+        """The first step's outputs, in one sentence where they cannot be scored: accuracy
+        (the workload's quality unless it says "loss") takes the argmax over the last
+        dimension of the outputs or their logits."""
+        if self.quality != "accuracy":
+            return
+        scores = batches.logits(outputs)
+        if scores is None:
+            raise WorkloadError("the model returned %s: accuracy reads a tensor or its logits "
+                                "(an attribute or key), which these outputs lack; return "
+                                "them, or say quality: \"loss\"" % _shape(outputs))
+        answers = _answers(self.built["train"][0], targets)
+        if answers is None:
+            raise WorkloadError("accuracy needs targets, or inputs that hold labels: the "
+                                "targets are None and the inputs %s have no labels; say "
+                                "quality: \"loss\"" % _shape(self.built["train"][0]))
+        # Without targets the answers are the whole set's labels: rows are not compared.
+        fits = (scores.dim() == answers.dim() + 1 and scores.shape[1:-1] == answers.shape[1:]
+                and (targets is None or scores.shape[0] == answers.shape[0]))
         if not fits:
             raise WorkloadError("the model's outputs %s do not fit targets %s: scoring takes "
                                 "the argmax over the last dimension, so outputs are (N, "
-                                "classes) for targets (N,), or (N, T, classes) for (N, T)"
-                                % (_shape(outputs), _shape(targets)))
+                                "classes) for targets (N,), or (N, T, classes) for (N, T); "
+                                "a regression says quality: \"loss\""
+                                % (_shape(scores), _shape(answers)))
 
     def optimizer(self, parameters):
         make = self.built.get("optimizer")
@@ -243,7 +328,7 @@ class UserWorkload(Workload):
         return optimizer
 
     def example(self, batch=1):
-        inputs = self.built["train"][0][:batch]
+        inputs = batches.select(self.built["train"][0], slice(0, batch))
         return inputs.float() if self.inputs == "images" else inputs
 
     def describe_extra(self):

@@ -17,9 +17,17 @@ def figure(record: dict[str, Any]) -> str:
         return "%s: %s: %s" % (outcome.of(record), error.get("type"), error.get("message"))
     summary = record["summary"]
     unit, per_sample = _unit(record)
-    return "%.2f s/epoch, %.0f %s, acc %.1f%%" % (
+    return "%.2f s/epoch, %.0f %s, %s" % (
         summary["epoch_s_median"], (summary["samples_per_s"] or 0) * per_sample, unit,
-        100 * (summary["final_test_acc"] or 0))
+        _quality(summary))
+
+
+def _quality(summary: dict[str, Any]) -> str:
+    """Accuracy, or the test loss where the workload is not scored by accuracy."""
+    if summary.get("final_test_acc") is not None:
+        return "acc %.1f%%" % (100 * summary["final_test_acc"])
+    loss = summary.get("final_test_loss")
+    return "test loss %.4g" % loss if loss is not None else "test loss not finite"
 
 
 RATES = {"images": "img/s", "tokens": "tok/s", "samples": "samples/s"}
@@ -38,19 +46,25 @@ def table(records: list[tuple[Cell, dict[str, Any]]], out: TextIO) -> None:
         groups.setdefault((cell.environment, cell.target, variant_text(cell.variant, "-")),
                           []).append(record)
     rows = [("environment", "target", "variant", "ok", "s/epoch (median)", "throughput",
-             "acc")]
+             "acc or loss")]
     for (env, target, variant), recs in groups.items():
         ok = [r for r in recs if r.get("status") == "ok"]
         epoch = stats.median([r["summary"]["epoch_s_median"] for r in ok]) if ok else None
         unit, per_sample = _unit(ok[0]) if ok else ("", 1)
         rate = stats.median([r["summary"]["samples_per_s"] * per_sample for r in ok]) \
             if ok else None
-        acc = stats.median([r["summary"]["final_test_acc"] for r in ok]) if ok else None
+        accs = [r["summary"]["final_test_acc"] for r in ok
+                if r["summary"]["final_test_acc"] is not None]
+        losses = [r["summary"].get("final_test_loss") for r in ok
+                  if r["summary"].get("final_test_loss") is not None]
+        acc = stats.median(accs) if accs else None
+        loss = stats.median(losses) if losses and not accs else None
         nothing = "refused" if all(outcome.of(r) == "refused" for r in recs) else "failed"
         rows.append((env, target, variant, "%d/%d" % (len(ok), len(recs)),
                      "%.2f" % epoch if epoch is not None else nothing,
                      "%.0f %s" % (rate, unit) if rate is not None else "—",
-                     "%.1f%%" % (100 * acc) if acc is not None else "—"))
+                     "%.1f%%" % (100 * acc) if acc is not None
+                     else "loss %.4g" % loss if loss is not None else "—"))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     print("", file=out)
     for row in rows:

@@ -158,7 +158,7 @@ def test_a_workload_changed_after_the_host_hashed_it(tmp_path):
     ('dict(OK, extra=1)', "unknown key(s) extra"),
     ('dict(OK, train=(OK["train"][0][:5], OK["train"][1]))', "train: 5 inputs for 128 targets"),
     ('dict(OK, inputs="images", train=(OK["train"][0].float(), OK["train"][1]))',
-     "inputs 'images' are uint8 N x C x H x W, got torch.float32"),
+     "inputs 'images' are uint8 N x C x H x W (one tensor), got torch.float32"),
 ])
 def test_a_build_that_breaks_the_contract(tmp_path, returned, said):
     source = MLP.replace("def build(ctx):", "def ok(ctx):") + textwrap.dedent('''
