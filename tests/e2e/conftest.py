@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 E2E_MATRIX = ROOT / "tests" / "e2e" / "matrix.yaml"
 TORCH = "2.13.0"
-# The example workload's package (examples/vit), which the e2e pip stack declares.
-EXTRA = ("einops==0.8.2",)
+# The example workloads' packages (examples/vit, examples/hf-bert), which the e2e pip stack
+# declares.
+EXTRA = ("einops==0.8.2", "transformers==5.25.0")
 
 
 @pytest.fixture(scope="session")

@@ -3,11 +3,14 @@ CUDA builds, so the default matrix's CUDA 13 stack locks, fetches (~3 GB, kept i
 cache for the next run), builds with its wheels offline and trains on the CPU target, with
 torch.compile. Its GPU cell is refused with one sentence before anything is built, its
 compiled architectures become the image's label, and the doctor judges a GPU by that label,
-not by the table of known stacks."""
+not by the table of known stacks. The stack also carries torchvision and timm (locked with
+it), and examples/timm-resnet trains in the same image beside lenet: the one stack here whose
+torchvision imports."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -25,8 +28,10 @@ environments:
   %s:
     python: "3.11"
     torch: "2.14.1"
+    torchvision: "0.29.2"
     cuda: "13.0"
     base: "${ENVBENCH_PYTHON_BASE}"
+    packages: ["timm==1.0.31"]  # what examples/timm-resnet imports
 targets:
   cpu: {device: cpu, label: "this CPU", price_per_hour: 0}
   gpu: {device: cuda, gpus: 1, label: "A GPU", price_per_hour: 1.0}
@@ -141,3 +146,38 @@ def test_the_doctor_judges_a_gpu_by_the_built_images_label(cuda_run, e2e_env, tm
     assert line.endswith("; its GPU cells are refused by design"), line
     # This engine has no NVIDIA runtime for the "V100": that is a fault to fix.
     assert proc.returncode == 1
+
+
+def test_a_timm_model_trains_as_the_users_own_beside_lenet_in_the_same_image(
+        client, e2e_env, cuda_run, tmp_path):
+    """examples/timm-resnet (timm.create_model, no weights downloaded) beside lenet on the
+    CPU target, in the image the first run built: both ok, timm's packages in the record."""
+    _, _, matrix = cuda_run
+    (image,) = client.images.list(filters={"label": "envbench.environment=%s" % NAME})
+    shutil.copytree(ROOT / "examples" / "timm-resnet", tmp_path / "timm-resnet")
+    sweep = tmp_path / "matrix.yaml"
+    sweep.write_text(matrix.read_text().split("targets:")[0] + """\
+targets:
+  cpu: {device: cpu, label: "this CPU", price_per_hour: 0}
+benchmark: {epochs: 2, batch_size: 32, pipeline: resident, repeats: 1, limit: 256,
+            limit_test: 128, data: synthetic,
+            sweep: {workload: [lenet, {file: timm-resnet, function: build}]}}
+""")
+    reports = tmp_path / "reports"
+    proc = envbench(e2e_env, "bench", "--matrix", sweep, "--reports", reports, timeout=1800)
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "%s: building" % NAME not in proc.stdout  # the first run's image, as it was
+    records = {json.loads(p.read_text())["config"]["workload"]: json.loads(p.read_text())
+               for p in (reports / "results").glob("*.json")}
+    assert set(records) == {"lenet", "timm-resnet"}
+    for name, record in records.items():
+        assert record["status"] == "ok", (name, record.get("error"))
+        assert record["env"]["image"]["id"] == image.id, name
+    timm = records["timm-resnet"]
+    assert timm["env"]["packages"]["timm"] == "1.0.31"
+    assert timm["env"]["packages"]["torchvision"].split("+")[0] == "0.29.2"
+    assert timm["model"]["source"] == "file" and timm["model"]["unit"] == "images"
+    # Counted (forward and backward, through FlopCounterMode), not left out as unknown.
+    assert timm["model"]["flops"]["train"] > 2 * timm["model"]["flops"]["forward"] > 0
+    assert 0.0 <= timm["summary"]["final_test_acc"] <= 1.0

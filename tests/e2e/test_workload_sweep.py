@@ -1,7 +1,9 @@
 """Every kind of workload in real containers: a sweep of the built-in ones and the example
-user workload (examples/vit: a ViT needing einops, which the stack locks), on the CPU
-target, in interleaved rounds; each cell ok, each on the page in its own unit, each profiled:
-its operators on the page and its trace taken across from the container beside its result."""
+user workloads (examples/: a ViT needing einops; a regression MLP scored by its loss; a GRU
+package over tokens; a transformers BERT given a dict of inputs and computing its own loss,
+transformers locked with the stack), on the CPU target, in interleaved rounds; each cell ok,
+each on the page in its own unit with its quality, each profiled: its operators on the page
+and its trace taken across from the container beside its result."""
 from __future__ import annotations
 
 import gzip
@@ -24,10 +26,16 @@ SWEEP = [
     {"name": "resnet18-cifar", "batch_size": 32},
     {"name": "resnet50", "batch_size": 4, "limit": 8, "limit_test": 4},
     {"name": "gpt-tiny", "batch_size": 8, "limit": 32, "limit_test": 8},
-    {"file": "vit", "batch_size": 32},  # the matrix's folder holds a copy of examples/vit
+    # The matrix's folder holds a copy of each example.
+    {"file": "vit", "batch_size": 32},
+    {"file": "regression.py", "batch_size": 32},
+    {"file": "gru-tokens", "batch_size": 32},
+    {"file": "hf-bert", "batch_size": 32},
 ]
+EXAMPLES = ("vit", "regression.py", "gru-tokens", "hf-bert")
 UNITS = {"lenet": "images", "resnet18-cifar": "images", "resnet50": "images",
-         "gpt-tiny": "tokens", "vit": "images"}
+         "gpt-tiny": "tokens", "vit": "images", "regression": "samples",
+         "gru-tokens": "tokens", "hf-bert": "tokens"}
 
 
 def _matrix(folder: Path) -> Path:
@@ -37,7 +45,12 @@ def _matrix(folder: Path) -> Path:
     text["benchmark"] = {"epochs": 2, "repeats": 2, "pipeline": "resident", "limit": 128,
                          "limit_test": 64, "target_accuracy": 0.3, "profile": True,
                          "sweep": {"workload": SWEEP}}
-    shutil.copytree(ROOT / "examples" / "vit", folder / "vit")
+    for example in EXAMPLES:
+        source = ROOT / "examples" / example
+        if source.is_dir():
+            shutil.copytree(source, folder / example)
+        else:
+            shutil.copy(source, folder / example)
     path = folder / "matrix.yaml"
     path.write_text(yaml.safe_dump(text, sort_keys=False))
     return path
@@ -70,6 +83,15 @@ def test_a_sweep_of_workloads_and_a_users_own_run_and_report(e2e_env, cifar, tmp
     assert vit["config"]["workload_sha256"] == vit["model"]["sha256"] == digest
     assert vit["model"]["source"] == "file" and vit["config"]["workload_file"] == "/workload/vit"
     assert vit["env"]["packages"].get("einops") == "0.8.2"
+    # The regression is scored by its loss alone: no accuracy, a finite test loss.
+    for r in by_workload["regression"]:
+        assert r["summary"]["final_test_acc"] is None and r["model"]["quality"] == "loss"
+        assert all(e["test_acc"] is None and e["test_loss"] >= 0 for e in r["epochs"])
+    # The BERT took a dict of inputs and trained on its own loss; accuracy read its logits
+    # against the labels among its inputs.
+    bert = by_workload["hf-bert"][0]
+    assert bert["env"]["packages"].get("transformers") == "5.25.0"
+    assert 0.0 <= bert["summary"]["final_test_acc"] <= 1.0
     # resnet50 and the GPT ran on seeded data; the CIFAR workloads on the data set.
     assert by_workload["resnet50"][0]["cell"]["data"]["source"] == "synthetic"
     assert by_workload["lenet"][0]["cell"]["data"]["source"] == "cifar10"
@@ -93,6 +115,10 @@ def test_a_sweep_of_workloads_and_a_users_own_run_and_report(e2e_env, cifar, tmp
         table = re.search(r'data-workload="%s">(.*?)</table>' % re.escape(name), html, re.S)
         assert table is not None and "<th>%s/s</th>" % unit in table.group(1), name
     assert "your own" in html and digest[:12] in html
+    # The regression's quality on the page is its test loss, not an accuracy.
+    models = html[html.index('id="models"'):]
+    rows = [row for row in models.split("<tr>") if "<td>regression <span" in row]
+    assert rows and all(re.search(r'<td class="n">loss \d', row) for row in rows), rows
     assert 'class="reference lambda"' in html  # Lambda's rows beside the resnet50 cell
     operators = html[html.index('id="operators"'):html.index('id="environments"')]
     assert operators.count("<details") == len(UNITS)

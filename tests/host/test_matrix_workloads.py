@@ -196,12 +196,17 @@ def test_quick_takes_each_workloads_own_short_limits():
     assert limits == {"lenet": (100, 1000), "resnet50": (100, 64), "gpt2-small": (32, 8)}
 
 
-def test_the_example_matrix_runs_the_builtin_workloads_beside_the_example_vit():
+def test_the_example_matrix_runs_the_builtin_workloads_beside_every_example():
     root = Path(__file__).resolve().parents[2] / "examples"
     m = models.load(root / "matrix.yaml")
     plans = resolve_all(m, root)
-    assert set(plans) >= {"lenet", "resnet50", "gpt2-small", "vit"}
-    assert plans["vit"].sha256 == catalog.digest(str(root / "vit"))
-    assert all(e.packages == ("einops==0.8.2",) for e in m.environments.values())
+    examples = {"vit": "vit", "regression": "regression.py", "gru-tokens": "gru-tokens",
+                "hf-bert": "hf-bert", "timm-resnet": "timm-resnet"}
+    assert set(plans) >= {"lenet", "resnet50", "gpt2-small"} | set(examples)
+    for name, path in examples.items():
+        assert plans[name].sha256 == catalog.digest(str(root / path)), name
+    # What the examples import, declared on every stack that runs them.
+    assert all(e.packages == ("einops==0.8.2", "transformers==5.25.0", "timm==1.0.31")
+               for e in m.environments.values())
     cells = expansion.expand(m, matrix_dir=root)
     assert {c.variant["workload"] for c in cells} == set(plans)
