@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import subprocess
 from typing import List
 
@@ -77,6 +78,26 @@ def installed_packages():
     return dict(sorted(packages.items(), key=lambda kv: kv[0].lower()))
 
 
+def math_libraries(torch):
+    """The math libraries this torch was built with, read from ``torch.__config__.show()``:
+    {"blas", "lapack", "mkl", "onednn", "cpu_capability"} (None where it does not say). A
+    stack's matmul or convolution speed is its libraries' (Debian's torch 1.13 multiplies
+    through a generic BLAS, PyPI's through MKL), so the page can say why two probes differ."""
+    try:
+        text = torch.__config__.show()
+    except Exception:  # an old or odd build: the fingerprint goes on without it
+        return None
+
+    def find(pattern):
+        found = re.search(pattern, text)
+        return found.group(1).strip() if found else None
+
+    return {"blas": find(r"BLAS_INFO=([^,\s]+)"), "lapack": find(r"LAPACK_INFO=([^,\s]+)"),
+            "mkl": find(r"Math Kernel Library Version ([0-9][0-9.]*)"),
+            "onednn": find(r"(?:MKL-DNN|oneDNN) v([^\s(]+)"),
+            "cpu_capability": find(r"CPU capability usage: ([^\s]+)")}
+
+
 def collect(device):
     import torch
 
@@ -105,6 +126,7 @@ def collect(device):
         "interop_threads": torch.get_num_interop_threads(),
         "platform": platform.platform(),
         "packages": installed_packages(),
+        "math": math_libraries(torch),
         "bench_sha256": bench_sha256(),
         # The runner passes the image it started; a record is then whole even if the host
         # is interrupted before it annotates the file.

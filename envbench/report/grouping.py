@@ -14,7 +14,7 @@ from typing import Any
 from bench import result
 from bench import workloads as catalog
 from envbench import stats
-from envbench.report import hardware
+from envbench.report import hardware, mathlibs
 from envbench.results.identity import Identity, variant_text
 from envbench.results.record import Epoch, Result
 
@@ -596,8 +596,8 @@ def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
     for g in groups:
         seen.setdefault((g.environment, g.target), g.first)
     columns = sorted(seen)
-    rows = list(FINGERPRINT_KEYS) + list(RESOURCE_ROWS) + ["image", "base digest", "lock",
-                                                           "bench_sha256"]
+    rows = list(FINGERPRINT_KEYS) + ["math libraries"] + list(RESOURCE_ROWS) + [
+        "image", "base digest", "lock", "bench_sha256"]
     for row in rows:
         cells = []
         for column in columns:
@@ -608,6 +608,8 @@ def fingerprints(groups: list[Group]) -> tuple[list[tuple[str, str]], list[str],
                 cells.append(image.get("base_digest"))
             elif row == "lock":
                 cells.append(image.get("lock_sha256"))
+            elif row == "math libraries":
+                cells.append(mathlibs.describe(env.get("math")))
             elif row in RESOURCE_ROWS:
                 cells.append((seen[column].cell.resources or {}).get(RESOURCE_ROWS[row]))
             else:

@@ -114,7 +114,7 @@ def build_context(records: list[Result], skipped: list[tuple[str, str]],
         "lambda_source": reference.LAMBDA_SOURCE, "lambda_url": reference.LAMBDA_URL,
         # (name, unit) of every workload, in the order the page groups them
         "workloads": sorted({(g.workload, g.unit) for g in groups}),
-        "efficiency": efficiency_rows,
+        "efficiency": efficiency_rows, "probe_gaps": efficiency.probe_gaps(efficiency_rows),
         "peak_sources": list({e.peak.name: e.peak for e in efficiency_rows if e.peak}.values()),
         "profiles": operators.cells(groups, out), "moved": operators.moved(groups, base_env),
         "total": len(records), "ok_count": sum(1 for r in records if r.status == "ok"),

@@ -174,13 +174,24 @@ class Profile:
 
 @dataclass(frozen=True)
 class Probe:
-    """The matmul probe: the best rate this device reached in the cell's dtype."""
+    """The probes: the best rate this device reached in the cell's dtype, of a matmul and a
+    convolution (older results: the matmul alone), and each one's own."""
 
     dtype: str
     flops_per_s: float | None
     n: int | None
     tf32: bool | None
     note: str | None
+    kind: str | None = None              # which probe gave flops_per_s
+    matmul_flops_per_s: float | None = None
+    conv_flops_per_s: float | None = None
+
+    @classmethod
+    def of(cls, probe: Mapping[str, Any]) -> Probe:
+        matmul = probe.get("matmul_flops_per_s", probe["flops_per_s"])  # older: matmul alone
+        kind = probe.get("kind", "matmul" if probe["flops_per_s"] else None)
+        return cls(probe["dtype"], probe["flops_per_s"], probe["n"], probe.get("tf32"),
+                   probe["note"], kind, matmul, probe.get("conv_flops_per_s"))
 
 
 @dataclass(frozen=True)
@@ -253,9 +264,7 @@ class Result:
                         _frozen(noise["gpu"]) if noise["gpu"] else None,
                         noise["unavailable"]) if noise else None,
             profile=Profile.of(record["profile"]) if record.get("profile") else None,
-            probe=Probe(record["probe"]["dtype"], record["probe"]["flops_per_s"],
-                        record["probe"]["n"], record["probe"].get("tf32"),
-                        record["probe"]["note"]) if record.get("probe") else None)
+            probe=Probe.of(record["probe"]) if record.get("probe") else None)
 
     @property
     def ok(self) -> bool:

@@ -141,9 +141,16 @@ def test_the_fingerprint_table_lists_each_columns_own_values_and_marks_what_diff
                               "jinja2": "3.1.4"}
     new["env"]["packages"] = {"numpy": "1.26.4", "torch": "2.5.1", "PyYAML": "6.0.2",
                               "jinja2": "3.1.6"}
+    # The new stack's math libraries as bench read them; the old record has none (older
+    # results): its cell is empty, not a guess.
+    new["env"]["math"] = {"blas": "mkl", "lapack": "mkl", "mkl": "2024.2", "onednn": "3.12.0",
+                          "cpu_capability": "AVX512"}
     columns, rows, values, differ = grouping.fingerprints(_groups([old, new]))
     assert columns == [("new-env", "cpu"), ("old-env", "gpu")]
-    assert rows == list(grouping.FINGERPRINT_KEYS) + list(grouping.RESOURCE_ROWS) + [
+    assert values["math libraries"] == [
+        "BLAS mkl, LAPACK mkl, MKL 2024.2, oneDNN 3.12.0, CPU kernels AVX512", None]
+    assert rows == list(grouping.FINGERPRINT_KEYS) + ["math libraries"] + list(
+        grouping.RESOURCE_ROWS) + [
         # Packages in name order whatever the case: jinja2 before PyYAML.
         "image", "base digest", "lock", "bench_sha256", "package jinja2", "package PyYAML",
         "package torch"]

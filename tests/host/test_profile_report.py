@@ -79,13 +79,16 @@ def test_achieved_flops_are_the_recorded_flops_times_the_measured_rate(runs, tmp
         sorted(by_hand), rel=1e-6)
     assert sorted(float(row["probe_flops_per_s"]) for row in rows) == pytest.approx(
         sorted(r["probe"]["flops_per_s"] for r in records))
-    # The page's cell figure: the median over repeats, against the median probe.
+    # The page's cell figure: the median over repeats, against the median better probe.
     achieved = statistics.median(by_hand)
-    achievable = statistics.median(r["probe"]["flops_per_s"] for r in records)
+    achievable = statistics.median(max(r["probe"]["matmul_flops_per_s"],
+                                       r["probe"]["conv_flops_per_s"]) for r in records)
     html = written["html"].read_text()
     section = html[html.index('id="efficiency"'):html.index('id="environments"')]
     assert "%.1f%%" % (100 * achieved / achievable) in section
-    assert "fp32, n=" in section
+    kinds = [r["probe"]["kind"] for r in records]
+    assert ("fp32, conv" if max(set(kinds), key=kinds.count) == "conv" else "fp32, matmul n=") \
+        in section
 
 
 def test_the_page_lists_each_profiled_cells_operators_and_links_its_traces(runs, tmp_path):
