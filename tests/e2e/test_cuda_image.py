@@ -160,9 +160,11 @@ def test_a_timm_model_trains_as_the_users_own_beside_lenet_in_the_same_image(
 targets:
   cpu: {device: cpu, label: "this CPU", price_per_hour: 0}
 benchmark: {epochs: 2, batch_size: 32, pipeline: resident, repeats: 1, limit: 256,
-            limit_test: 128, data: synthetic,
-            sweep: {workload: [lenet, {file: timm-resnet, function: build}]}}
+            limit_test: 128, data: synthetic, compile: default,
+            sweep: {workload: [lenet, {file: timm-resnet, function: build}], compile: ["off"]}}
 """)
+    # compile: default, then off for every cell: the image is the first run's (an image whose
+    # cells may compile has a compiler), and timm is not compiled on two cores.
     reports = tmp_path / "reports"
     proc = envbench(e2e_env, "bench", "--matrix", sweep, "--reports", reports, timeout=1800)
     print(proc.stdout)
@@ -173,6 +175,7 @@ benchmark: {epochs: 2, batch_size: 32, pipeline: resident, repeats: 1, limit: 25
     assert set(records) == {"lenet", "timm-resnet"}
     for name, record in records.items():
         assert record["status"] == "ok", (name, record.get("error"))
+        assert record["config"]["compile"] == "off", name
         assert record["env"]["image"]["id"] == image.id, name
     timm = records["timm-resnet"]
     assert timm["env"]["packages"]["timm"] == "1.0.31"
