@@ -1,9 +1,15 @@
 """Errors a user is expected to meet: printed as one clear message, never as a traceback."""
 from __future__ import annotations
 
+from envbench import redact
+
 
 class UserError(Exception):
-    """A problem the user can fix (bad matrix, no engine, missing base image...)."""
+    """A problem the user can fix (bad matrix, no engine, missing base image...). Its text
+    never carries a URL's credentials, whoever wrote the message (a pip line, a URL)."""
+
+    def __str__(self) -> str:
+        return redact.credentials(super().__str__())
 
 
 class BadInput(UserError):

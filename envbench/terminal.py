@@ -8,14 +8,21 @@ import re
 import threading
 from typing import Any, TextIO
 
+from envbench import redact
+
 # CSI and OSC sequences, and any other ESC-introduced pair; then C0/C1 controls but tab.
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)?|\x1b.?")
 _CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# Unicode's bidirectional controls (U+202A-U+202E, U+2066-U+2069) and the marks beside them:
+# a right-to-left override makes "lenet.py" read as something else on a terminal or a page.
+_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def safe(text: str) -> str:
-    """``text`` without escape sequences; other control characters shown as '?'."""
-    return _CONTROLS.sub("?", _ESCAPES.sub("", text))
+    """``text`` without escape sequences or bidirectional overrides; other control
+    characters shown as '?'. The one sanitiser for what reaches a terminal or a Markdown
+    file from elsewhere (a result's names, a workload's operators, a container's log)."""
+    return redact.credentials(_CONTROLS.sub("?", _BIDI.sub("", _ESCAPES.sub("", text))))
 
 
 class WholeLines:

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from envbench import cache, download, provision, users
+from envbench import cache, download, provision, redact, users
 from envbench.errors import UserError
 from envbench.images.lock import Lock, Wheel
 
@@ -133,13 +133,14 @@ def fetch_through_index(wheels: list[Wheel], lock: Lock, index_url: str | None, 
     for line in proc.stdout:
         line = line.strip()
         if line.startswith(("Downloading", "Saved", "File was already")):
-            print("  %s" % line[:160], file=out, flush=True)
+            print("  %s" % redact.credentials(line)[:160], file=out, flush=True)
         elif line.startswith(("ERROR", "Expected sha256", "Got ")) or " from http" in line:
             said = (said + [line[:300]])[-6:]
     if proc.wait() != 0:
         shutil.rmtree(dest, ignore_errors=True)
         raise UserError("%s: pip could not fetch the locked wheels through %s: %s; nothing "
-                        "was kept" % (lock.environment, index_url or "its configured index",
+                        "was kept" % (lock.environment, redact.credentials(index_url) if index_url
+                                      else "its configured index",
                                       " ".join(" ".join(said).split())[-600:] or
                                       "it exited with status %d" % proc.returncode))
     return dest

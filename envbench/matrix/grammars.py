@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from envbench import redact
+
 # ${VAR} or ${VAR:-default} in a matrix string, as a shell writes it: (name, default).
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -61,6 +63,10 @@ def debian_package(value: str) -> str | None:
 
 
 def pip_requirement(value: str) -> str | None:
+    if any(ch.isspace() and ch != " " or ord(ch) < 32 for ch in value):
+        # A line break would make one requirement two in the resolver's input file.
+        return ("%r is not a package requirement (it holds a line break, a tab or a control "
+                "character)" % value[:80])
     match = PIP_REQUIREMENT.match(value) if len(value) <= 200 else None
     if match is None:
         return ("%r is not a package requirement (expected a name with optional [extras] and "
@@ -102,7 +108,7 @@ def url_variables(value: str) -> str | None:
 
 def masked(url: str) -> str:
     """A URL as it may be printed: credentials (user:password@) replaced by ***."""
-    return re.sub(r"(?<=://)[^/@\s]+@", "***@", url)
+    return redact.credentials(url)
 
 
 UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}

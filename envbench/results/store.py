@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import result
+from envbench import redact
 from envbench.errors import UserError
 from envbench.results import contract, identity
 from envbench.results.identity import Identity
@@ -44,7 +45,9 @@ def host_failure(config: dict[str, Any], error_type: str, message: str) -> dict[
 
 
 def write(path: Path, record: dict[str, Any]) -> None:
-    result.write_atomic(str(path), record)
+    """The record on disk, with no URL's credentials in it (an error may quote a URL): the
+    pages, the CSV and compare are made from these files."""
+    result.write_atomic(str(path), redact.in_record(record))
 
 
 # Folders a search for results never enters: the kernel's views (a walk of / would read
