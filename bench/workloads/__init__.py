@@ -11,6 +11,7 @@ checks the mounted copy with. The workloads themselves are modules beside it, im
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -79,6 +80,7 @@ UNITS = ("images", "tokens", "samples")
 # A workload is code and small files: a folder past these is refused, not hashed for minutes.
 MAX_FILES = 2000
 MAX_BYTES = 256 * 2**20
+MAX_DEPTH = 32  # folders within folders (os.walk recurses: 1,200 levels ended in a traceback)
 SKIPPED_DIRS = ("__pycache__", ".git", ".ipynb_checkpoints")
 
 
@@ -96,17 +98,34 @@ def default_optimizer(name: str, global_batch: int) -> Dict[str, Any]:
     return {"lr": lr, "momentum": found.momentum}
 
 
+def kind_of(mode: int) -> str:
+    """What a file that is not a plain file or folder is, in words."""
+    for test, words in ((stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"),
+                        (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
 def _files(path: str) -> List[Tuple[str, str]]:
     """(relative name, absolute path) of every file a workload is made of, sorted; refuses
-    links, special files and anything past the caps."""
-    if os.path.islink(path):
-        raise WorkloadError("%s is a symbolic link: name the file or folder itself" % path)
-    if os.path.isfile(path):
-        return [(os.path.basename(path), path)]
-    if not os.path.isdir(path):
+    links, special files, compiled bytecode with no source, and anything past the caps."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
         raise WorkloadError("%s does not exist" % path)
+    if stat.S_ISREG(mode):
+        return [(os.path.basename(path), path)]
+    if not stat.S_ISDIR(mode):
+        raise WorkloadError("%s is %s, not a .py file or a folder" % (path, kind_of(mode)))
     found = []
     for folder, dirs, names in os.walk(path):
+        relative = os.path.relpath(folder, path)
+        if relative != "." and relative.count(os.sep) + 1 > MAX_DEPTH:
+            raise WorkloadError("%s has folders more than %d levels deep: a workload folder "
+                                "is code and small files" % (path, MAX_DEPTH))
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
         for name in list(dirs) + names:
             full = os.path.join(folder, name)
@@ -116,10 +135,17 @@ def _files(path: str) -> List[Tuple[str, str]]:
                                     "would not reach the container): copy the file in"
                                     % os.path.relpath(full, path))
             if name in names and not stat.S_ISREG(mode):
-                raise WorkloadError("%s: not a regular file" % os.path.relpath(full, path))
+                raise WorkloadError("%s: %s, not a regular file" % (os.path.relpath(full, path),
+                                                                   kind_of(mode)))
         for name in sorted(names):
-            if name.endswith(".pyc"):
-                continue
+            if name.endswith((".pyc", ".pyo")):
+                # Python imports a .pyc that has no .py beside it: code the hash would not
+                # cover (a model went from 27 to 771 parameters under one sha256). Bytecode
+                # in __pycache__ is skipped above and never read in the cell (bench points
+                # Python's bytecode cache elsewhere).
+                raise WorkloadError("%s: compiled bytecode outside __pycache__ would run in "
+                                    "place of source the kit hashes: delete it and keep the "
+                                    ".py" % os.path.relpath(os.path.join(folder, name), path))
             found.append((os.path.relpath(os.path.join(folder, name), path).replace(os.sep, "/"),
                           os.path.join(folder, name)))
             if len(found) > MAX_FILES:
@@ -128,20 +154,76 @@ def _files(path: str) -> List[Tuple[str, str]]:
     return sorted(found)
 
 
+def bytecode_caches(path: str) -> List[str]:
+    """The __pycache__ folders of a workload folder, relative to it: the host hides each one
+    behind an empty tmpfs in the cell, so Python there compiles the source the hash covers
+    and never loads bytecode from the host (a .pyc whose recorded mtime and size match its
+    .py is loaded without reading the source). Within MAX_DEPTH, as the hash walks."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        return []
+    found = []
+    for folder, dirs, _ in os.walk(path):
+        relative = os.path.relpath(folder, path)
+        if relative != "." and relative.count(os.sep) + 1 > MAX_DEPTH:
+            dirs[:] = []
+            continue
+        for name in dirs:
+            if name == "__pycache__":
+                found.append(os.path.normpath(os.path.join(relative, name)).replace(os.sep, "/"))
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+    return sorted(found)
+
+
+def stray_bytecode(path: str) -> Optional[str]:
+    """A __pycache__ in the cell's copy that holds files (the host hid every one it found
+    behind an empty tmpfs: this one appeared after the host hashed the folder), or None."""
+    for relative in bytecode_caches(path):
+        if os.listdir(os.path.join(path, relative)):
+            return relative
+    return None
+
+
+def _hash_file(sha, name: str, full: str, left: int) -> int:
+    """Hash one file's bytes, read through a descriptor opened without following a link and
+    without blocking (a file swapped for a link to /dev/zero or a FIFO after the walk must
+    not hang the hash), checked to be a regular file, and read no further than ``left``
+    bytes (the size a stat gives may lie). Returns the bytes read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(full, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise WorkloadError("%s became a symbolic link while it was read" % name)
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise WorkloadError("%s became %s while it was read" % (name, kind_of(mode)))
+        read = 0
+        while True:
+            block = os.read(fd, min(1 << 20, left - read + 1))
+            if not block:
+                return read
+            read += len(block)
+            if read > left:
+                raise WorkloadError("past %d MB: a workload folder is code and small files"
+                                    % (MAX_BYTES // 2**20))
+            sha.update(block)
+    finally:
+        os.close(fd)
+
+
 def digest(path: str) -> str:
     """sha256 of a workload file or folder: each file's name and bytes, in name order. The
     host puts it in the cell's identity; bench checks that the copy it runs has the same."""
     sha = hashlib.sha256()
     total = 0
     for name, full in _files(path):
-        total += os.path.getsize(full)
-        if total > MAX_BYTES:
-            raise WorkloadError("%s is larger than %d MB: a workload folder is code and small "
-                                "files" % (path, MAX_BYTES // 2**20))
         sha.update(name.encode("utf-8") + b"\0")
-        with open(full, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                sha.update(block)
+        try:
+            total += _hash_file(sha, name, full, MAX_BYTES - total)
+        except WorkloadError as exc:
+            raise WorkloadError("%s: %s" % (path, exc))
         sha.update(b"\0")
     return sha.hexdigest()
 

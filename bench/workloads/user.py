@@ -165,6 +165,11 @@ class UserWorkload(Workload):
             raise WorkloadError("%s changed since the host hashed it (sha256 %s, the cell "
                                 "expects %s): run again" % (self.path, self.sha256[:12],
                                                            expected[:12]))
+        stray = workloads.stray_bytecode(self.path) if expected else None
+        if stray is not None:
+            raise WorkloadError("%s/%s holds bytecode that appeared after the host hashed the "
+                                "folder: Python could load it in place of the source; run "
+                                "again" % (self.path, stray))
         self.built = None
         self.checked = False
 

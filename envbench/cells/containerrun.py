@@ -13,7 +13,7 @@ from typing import Any
 
 import docker
 import requests
-from docker.types import LogConfig
+from docker.types import LogConfig, Mount
 
 from bench.result import write_text_atomic
 from envbench.cells import traces
@@ -110,17 +110,26 @@ def remove_cell_folders(cells_dir: Path) -> int:
     return len(left)
 
 
+BYTECODE_TMPFS = 16 * 2**20  # what Python may write in a hidden __pycache__ (nothing, here)
+
+
 def container_options(args: list[str], resources: Resources, image: Any, mounts: Mounts,
                       cell_name: str, out_folder: Path,
                       workload: WorkloadPlan | None = None,
                       gpu_mode: str = gpu.GPUS) -> dict[str, Any]:
-    volumes = {str(out_folder.resolve()): {"bind": "/results", "mode": "rw"}}
+    # Mount objects, not "host:container:mode" strings: a path holding ':' or ',' (a
+    # workload file named v1:final.py) is a path, not a volume specification Docker refuses.
+    binds = [Mount("/results", str(out_folder.resolve()), type="bind")]
     if mounts.data_dir is not None:
-        volumes[str(mounts.data_dir.resolve())] = {"bind": "/data", "mode": "ro"}
+        binds.append(Mount("/data", str(mounts.data_dir.resolve()), type="bind", read_only=True))
     if workload is not None and workload.path is not None:
         # The user's code, read-only: the cell can neither change it nor leave files in it.
-        volumes[str(workload.path)] = {"bind": str(workload.mount_point), "mode": "ro"}
-    options: dict[str, Any] = dict(locked_down(image), command=args, volumes=volumes,
+        binds.append(Mount(str(workload.mount_point), str(workload.path), type="bind",
+                           read_only=True))
+        # Its bytecode caches hidden: the cell compiles the source the hash covers.
+        binds += [Mount("%s/%s" % (workload.mount_point, cache), None, type="tmpfs",
+                        tmpfs_size=BYTECODE_TMPFS) for cache in workload.bytecode_caches]
+    options: dict[str, Any] = dict(locked_down(image), command=args, mounts=binds,
                                    labels={"envbench.cell": cell_name,
                                            "envbench.host": connection.client_host(),
                                            # whose run lock covers it (cells.runlock)

@@ -8,12 +8,13 @@ identity, so changed code is a new measurement. The host never imports it.
 """
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench import workloads as catalog
 from bench.errors import WorkloadError
-from envbench.errors import UserError
+from envbench.errors import BadInput
 from envbench.matrix.models import Matrix, Workload
 
 # Where a user's workload appears in a cell's container (read-only).
@@ -37,6 +38,8 @@ class WorkloadPlan:
     path: Path | None = None       # a user's workload: its file or folder on this host
     function: str | None = None
     sha256: str | None = None
+    # Its __pycache__ folders (relative): each hidden behind an empty tmpfs in the cell.
+    bytecode_caches: tuple[str, ...] = ()
 
     @property
     def builtin(self) -> bool:
@@ -66,28 +69,33 @@ def resolve(entry: Workload, matrix_dir: Path, where: str) -> WorkloadPlan:
     root = matrix_dir.resolve()
     given = matrix_dir / entry.file
     if given.is_symlink():
-        raise UserError("%s.file: %s is a symbolic link: name the file or folder itself"
+        raise BadInput("%s.file: %s is a symbolic link: name the file or folder itself"
                         % (where, entry.file))
     path = given.resolve()
     if not path.is_relative_to(root) or path == root:
-        raise UserError("%s.file: %s lies outside the matrix's folder %s: refused (the kit "
+        raise BadInput("%s.file: %s lies outside the matrix's folder %s: refused (the kit "
                         "mounts only what lies beside the matrix)" % (where, entry.file, root))
     if not path.exists():
-        raise UserError("%s.file: %s does not exist (in %s)" % (where, entry.file, root))
+        raise BadInput("%s.file: %s does not exist (in %s)" % (where, entry.file, root))
+    mode = path.stat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise BadInput("%s.file: %s is %s, not a .py file or a folder"
+                        % (where, entry.file, catalog.kind_of(mode)))
     if path.is_file() and path.suffix != ".py":
-        raise UserError("%s.file: %s is not a .py file or a folder" % (where, entry.file))
+        raise BadInput("%s.file: %s is not a .py file or a folder" % (where, entry.file))
     if path.is_dir() and not (path / "__init__.py").is_file():
-        raise UserError("%s.file: %s is a folder without __init__.py (a folder workload is a "
+        raise BadInput("%s.file: %s is a folder without __init__.py (a folder workload is a "
                         "package whose __init__.py defines the function)" % (where, entry.file))
     try:
         digest = catalog.digest(str(path))
     except WorkloadError as exc:
-        raise UserError("%s.file: %s" % (where, exc))
+        raise BadInput("%s.file: %s" % (where, exc))
     except OSError as exc:
-        raise UserError("%s.file: %s cannot be read (%s)" % (where, entry.file,
+        raise BadInput("%s.file: %s cannot be read (%s)" % (where, entry.file,
                                                              exc.strerror or exc))
     return WorkloadPlan(entry.label, USER_DATA, entry.batch_size, entry.limit, entry.limit_test,
-                        path=path, function=entry.function or "build", sha256=digest)
+                        path=path, function=entry.function or "build", sha256=digest,
+                        bytecode_caches=tuple(catalog.bytecode_caches(str(path))))
 
 
 def resolve_all(matrix: Matrix, matrix_dir: Path) -> dict[str, WorkloadPlan]:

@@ -148,7 +148,9 @@ def test_a_users_workload_is_hashed_mounted_read_only_and_part_of_the_identity(t
         p.args, p.resources, type("Image", (), {"id": "sha256:i", "tags": []})(),
         containerrun.Mounts(tmp_path, tmp_path, None, tmp_path), "cell", tmp_path / "out",
         cell.workload)
-    assert options["volumes"][str(folder.resolve())] == {"bind": "/workload/vit", "mode": "ro"}
+    (mount,) = [m for m in options["mounts"] if m["Source"] == str(folder.resolve())]
+    assert mount["Target"] == "/workload/vit" and mount["ReadOnly"] is True
+    assert mount["Type"] == "bind" and "volumes" not in options
     # Changed code is another measurement, with another result file.
     (folder / "model.py").write_text("# a new layer\n")
     (again,) = expansion.expand(m, matrix_dir=tmp_path)
