@@ -96,8 +96,10 @@ def _write_trace(prof, path):
     raw = path + ".tmp.json"
     prof.export_chrome_trace(raw)
     try:
-        with open(raw, encoding="utf-8") as f:
-            trace = json.load(f)
+        # strict=False: torch 1.13 writes a record_function name's newline raw into the
+        # trace, which strict JSON refuses (and the whole profile was lost to it).
+        with open(raw, encoding="utf-8", errors="replace") as f:
+            trace = json.load(f, strict=False)
     finally:
         os.unlink(raw)
     if isinstance(trace, list):
@@ -147,7 +149,14 @@ def window(step, batches, device, trace_file, group=1, adapt=True):
         window_s = perf_counter() - started
     by_device = cuda and note is None
     top, total = operators(prof.key_averages(), by_device)
-    trace_bytes = _write_trace(prof, trace_file) if trace_file else None
+    trace_bytes = None
+    if trace_file:
+        try:
+            trace_bytes = _write_trace(prof, trace_file)
+        except (ValueError, OSError) as exc:  # the ranked operators are kept either way
+            note = "; ".join(x for x in (note, "the trace could not be written: %s"
+                                         % _first_line(exc)[:200]) if x)
+            trace_file = None
     return {
         "steps": steps, "warmup_steps": warmup, "samples": samples,
         "window_s": round(window_s, 6), "ranked_by": "self_device" if by_device else "self_cpu",
@@ -157,9 +166,14 @@ def window(step, batches, device, trace_file, group=1, adapt=True):
     }
 
 
+def _first_line(exc):
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def failed(exc):
     """The profile section of a window that raised: no operators, and why."""
-    first = str(exc).splitlines()[0] if str(exc) else ""
+    first = _first_line(exc)
     return {"steps": None, "warmup_steps": None, "samples": None, "window_s": None,
             "ranked_by": None, "total_s": None, "operators": [], "trace": None,
             "trace_bytes": None,

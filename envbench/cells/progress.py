@@ -16,6 +16,13 @@ def _clock(seconds: float) -> str:
         "%dm%02ds" % (seconds // 60, seconds % 60) if seconds >= 60 else "%ds" % seconds
 
 
+# What one cell's own output may put on the console: bench prints a line per epoch, so this is
+# far past a real run's; a workload that prints megabytes has the rest in its log only (a
+# 50 MB print reached the console whole).
+LINES_SHOWN = 300
+LINE_CHARS = 1000
+
+
 class MatrixProgress:
     """One per run: ``start(cell)``, ``line(text)`` for the cell's output, ``done(outcome)``."""
 
@@ -26,6 +33,7 @@ class MatrixProgress:
         self.executed: list[float] = []  # seconds of cells that ran (cached ones take none)
         self._cell_started = 0.0
         self._label = ""
+        self._lines = 0  # the running cell's lines so far
         self._lock = threading.Lock()
         self._bar: Any = None
         if live if live is not None else _is_tty(out):
@@ -39,6 +47,7 @@ class MatrixProgress:
 
     def start(self, index: int, label: str) -> None:
         self._cell_started = time.perf_counter()
+        self._lines = 0
         self._label = "[%d/%d] %s" % (index, self.total, label)
         if self._bar is not None:
             self._bar.describe(label)
@@ -46,8 +55,14 @@ class MatrixProgress:
             self._print("  running %s" % label)
 
     def line(self, text: str) -> None:
-        """A line of the running cell's own output (its epochs)."""
-        self._print("    | %s" % text)
+        """A line of the running cell's own output (its epochs), up to LINES_SHOWN."""
+        self._lines += 1
+        if self._lines <= LINES_SHOWN:
+            cut = text if len(text) <= LINE_CHARS else text[:LINE_CHARS] + " …"
+            self._print("    | %s" % cut)
+        elif self._lines == LINES_SHOWN + 1:
+            self._print("    | … (more than %d lines: the rest of this cell's output is in its "
+                        "log)" % LINES_SHOWN)
 
     def done(self, outcome: str, executed: bool) -> None:
         seconds = time.perf_counter() - self._cell_started

@@ -8,13 +8,14 @@ from envbench import stats
 from envbench.cells.expansion import Cell
 from envbench.results import outcome
 from envbench.results.identity import variant_text
+from envbench.terminal import safe
 
 
 def figure(record: dict[str, Any]) -> str:
     """The end of a cell's progress line: its figures, or why it failed."""
     if record.get("status") != "ok":
         error = record.get("error") or {}
-        return "%s: %s: %s" % (outcome.of(record), error.get("type"), error.get("message"))
+        return safe("%s: %s: %s" % (outcome.of(record), error.get("type"), error.get("message")))
     summary = record["summary"]
     unit, per_sample = _unit(record)
     return "%.2f s/epoch, %.0f %s, %s" % (
@@ -65,8 +66,9 @@ def table(records: list[tuple[Cell, dict[str, Any]]], out: TextIO) -> None:
                      "%.0f %s" % (rate, unit) if rate is not None else "—",
                      "%.1f%%" % (100 * acc) if acc is not None
                      else "loss %.4g" % loss if loss is not None else "—"))
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    shown = [[safe(str(v)) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
     print("", file=out)
-    for row in rows:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
+    for row in shown:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
     print("", file=out)

@@ -18,6 +18,7 @@ from envbench.options import Options
 from envbench.report import compare, grouping
 from envbench.report.formats import step_time
 from envbench.results import store
+from envbench.terminal import safe
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:
@@ -38,21 +39,23 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
                 what, path, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
                 if skipped else ""))
     for file, why in skipped_old + skipped_new:
-        print("left out %s: %s" % (file, why), file=out)
+        print("left out %s: %s" % (safe(str(file)), safe(why)), file=out)
     changes = compare.compare(old, new, opts.threshold, opts.keep_contended)
     written = compare.render(changes, str(opts.old), str(opts.new), opts.threshold, opts.out,
                              skipped_old + skipped_new)
-    width = max(len(c.name) for c in changes)
+    width = max(len(safe(c.name)) for c in changes)
     for c in changes:
         figures = ("%.3f s → %.3f s, ×%.3f" % (grouping.seconds(c.old), grouping.seconds(c.new),
                                                   c.ratio)
                    if c.ratio is not None and c.old and c.new else "")
         interval = " (%.3f–%.3f)" % c.ci if c.ci else ""
-        print("%-*s  %-12s %s%s" % (width, c.name, c.flag, figures, interval), file=out)
+        print("%-*s  %-12s %s%s" % (width, safe(c.name), c.flag, figures, interval), file=out)
         for label, before, after in c.differences:
-            print("%-*s    %s: %s → %s" % (width, "", label, before, after), file=out)
+            print("%-*s    %s: %s → %s" % (width, "", safe(label), safe(str(before)),
+                                          safe(str(after))), file=out)
         for m in c.operators:
-            print("%-*s    operator %s: %s → %s per step" % (width, "", m.name,
+            # Operator names come from the traced program: a name may carry escapes.
+            print("%-*s    operator %s: %s → %s per step" % (width, "", safe(m.name),
                                                         step_time(m.old_s), step_time(m.new_s)),
                   file=out)
     regressions = sum(c.flag == "regression" for c in changes)

@@ -11,6 +11,7 @@ from typing import TextIO
 from envbench.options import Options
 from envbench.report import pages, selection
 from envbench.results import clusters, store
+from envbench.terminal import safe
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:
@@ -29,7 +30,7 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
         len(loaded), len(skipped), " (the page lists them with the reason)" if skipped else ""),
         file=out)
     for path, why in skipped[:5]:
-        print("  left out %s: %s" % (path, why), file=out)
+        print("  left out %s: %s" % (safe(str(path)), safe(why)), file=out)
     if len(skipped) > 5:
         print("  … and %d more" % (len(skipped) - 5), file=out)
     for file in written.values():

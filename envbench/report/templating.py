@@ -8,6 +8,7 @@ from typing import Any
 
 import jinja2
 
+from envbench import terminal
 from envbench.report.formats import DASH, flop_rate, human_bytes, money, na, share, step_time
 from envbench.results.identity import variant_text
 
@@ -41,7 +42,9 @@ def markdown_safe(value: Any) -> Any:
     no autolink (GitHub turns bare http:// and www. into links)."""
     if not isinstance(value, str):
         return value
-    text = " ".join(value.split())
+    # Newlines fold to spaces first (a name must stay on its table row), then the terminal's
+    # sanitiser: no ESC, BEL or bidirectional override reaches the file.
+    text = terminal.safe(" ".join(value.split()))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
     text = re.sub(r"(?i)(://|www\.)", lambda m: m.group(1)[0] + "&#8203;" + m.group(1)[1:],

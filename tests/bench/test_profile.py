@@ -128,3 +128,46 @@ def test_the_window_lasts_about_its_target_from_three_steps_to_fifty(tmp_path):
     assert grouped["steps"] == 4 and grouped["warmup_steps"] == 4
     fixed = profiling.window(lambda *a: None, batches(), torch.device("cpu"), None, adapt=False)
     assert fixed["steps"] == profiling.WINDOW_STEPS
+
+
+NAMED_RANGE = '''
+import torch
+from torch import nn
+
+
+class Labelled(nn.Module):
+    """Its forward in a record_function range whose name holds a newline (Debian's torch
+    1.13 writes it raw into the trace, which strict JSON refuses)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(12, 4)
+
+    def forward(self, x):
+        with torch.autograd.profiler.record_function("forward\\nof the model"):
+            return self.net(x)
+
+
+def build(ctx):
+    g = torch.Generator().manual_seed(ctx.seed)
+    x = torch.randn(256, 12, generator=g)
+    y = torch.randint(0, 4, (256,), generator=g)
+    return {"model": Labelled(), "train": (x, y), "test": (x[:64], y[:64])}
+'''
+
+
+def test_a_range_name_with_a_newline_loses_neither_the_operators_nor_the_trace(tmp_path):
+    path = os.path.join(str(tmp_path), "labelled.py")
+    with open(path, "w") as f:
+        f.write(NAMED_RANGE)
+    code, record, out = run_bench(tmp_path, "--device", "cpu", "--synthetic", "--epochs", "1",
+                                  "--batch-size", "32", "--pipeline", "resident", "--workload",
+                                  "mine", "--workload-file", path, "--profile")
+    assert code == 0, out
+    profile = record["profile"]
+    names = [o["name"] for o in profile["operators"]]
+    assert "forward\nof the model" in names, names
+    assert profile["note"] is None and profile["trace"], profile
+    events = _trace_events(os.path.join(str(tmp_path), profile["trace"]))
+    # Kineto drops the newline from the trace; torch 1.13 keeps it raw.
+    assert any("".join(str(e.get("name")).split()) == "forwardofthemodel" for e in events)

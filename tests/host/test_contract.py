@@ -9,6 +9,7 @@ import copy
 import io
 import json
 import math
+import random
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -376,3 +377,29 @@ def test_the_matrix_bench_and_the_schema_agree_on_the_most_epochs(tmp_path):
         bench_options.parse_config(["--device", "cpu", "--synthetic", "--epochs", str(bound + 1),
                              "--batch-size", "8", "--pipeline", "classic", "--out", "x.json"])
     assert "must be <= %d" % bound in err.getvalue()
+
+
+def test_a_list_far_past_the_schema_is_refused_by_its_length_with_its_reason(tmp_path):
+    """A profile of 100,000 operators took 18 s per file to refuse, and the message was cut
+    before it said why; now its length is the reason, said at once, with where it is."""
+    record = make_record("a", "cpu", 256, 0, random.Random(1))
+    operator = {"name": "aten::mm", "calls": 1, "self_cpu_s": 0.001, "self_device_s": None,
+                "share": 0.0}
+    record["profile"] = {"steps": 5, "warmup_steps": 2, "samples": 320, "window_s": 0.1,
+                         "ranked_by": "self_cpu", "total_s": 0.1,
+                         "operators": [dict(operator) for _ in range(100_000)],
+                         "trace": None, "trace_bytes": None, "note": None}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(contract.InvalidResult) as caught:
+        contract.load(path)
+    assert str(caught.value) == ("profile.operators: 100000 items, more than any list of a "
+                                 "result holds (%d)" % contract.MAX_ITEMS)
+    # Under that bound the schema says it, and a long message keeps its reason (its tail).
+    record["profile"]["operators"] = record["profile"]["operators"][:contract.MAX_ITEMS]
+    path.write_text(json.dumps(record))
+    with pytest.raises(contract.InvalidResult) as caught:
+        contract.load(path)
+    said = str(caught.value)
+    assert said.startswith("profile.operators: ") and said.endswith("is too long"), said
+    assert len(said) <= 260
