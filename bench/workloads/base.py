@@ -25,6 +25,9 @@ def cross_entropy(outputs, targets):
     return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
 
 
+FLOPS_BATCH = 2
+
+
 class Workload(object):
     name = None
     unit = "images"
@@ -83,7 +86,9 @@ class Workload(object):
 
     def describe(self, net):
         """The record's model section: what was trained, its size, and FLOPs per sample."""
-        counted = flops.count(net, self.example(1))
+        # Two samples, counted per sample: batch norm in training mode refuses a batch of
+        # one where a feature map is 1x1 (a timm ResNet-18 on 32x32 images was not counted).
+        counted = flops.count(net, self.example(FLOPS_BATCH))
         section = {"name": self.name, "parameters": sum(p.numel() for p in net.parameters()),
                    "flops_per_image": counted["forward"], "flops": counted,
                    "unit": self.unit, "units_per_sample": self.units_per_sample,

@@ -247,3 +247,28 @@ def test_a_tensor_without_targets_or_loss_is_told_what_is_missing(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+NORMALISED = '''
+import torch
+from torch import nn
+
+
+def build(ctx):
+    g = torch.Generator().manual_seed(ctx.seed)
+    x = torch.randn(96, 8, generator=g)
+    y = torch.randint(0, 3, (96,), generator=g)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+    return {"model": model, "train": (x, y), "test": (x[:48], y[:48])}
+'''
+
+
+def test_a_model_with_batch_norm_has_its_flops_counted(tmp_path):
+    """Batch norm in training mode refuses a batch of one sample (a timm ResNet-18's 1x1
+    feature maps did): counted on two, per sample. By hand: 8x16 + 16x3 multiply-adds
+    forward; the train step adds the weight gradients of both layers and the input gradient
+    of the second (the data needs none)."""
+    record, _, _ = _run(tmp_path, NORMALISED, "resident")
+    forward_macs = 8 * 16 + 16 * 3
+    assert record["model"]["flops"]["forward"] == 2 * forward_macs, record["model"]["flops"]
+    assert record["model"]["flops"]["train"] == 2 * (forward_macs + 8 * 16 + 2 * 16 * 3)
