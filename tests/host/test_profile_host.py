@@ -146,7 +146,7 @@ def test_a_gpu_cell_is_set_against_its_probe_and_its_datasheet_peak(tmp_path):
     section = html[html.index('id="efficiency"'):html.index('id="environments"')]
     assert "%.1f%%" % (100 * achieved / 700e12) in section
     assert "%.1f%%" % (100 * achieved / 989.4e12) in section
-    assert "H200 SXM" in section and "bf16, n=8192" in section
+    assert "H200 SXM" in section and "bf16, matmul n=8192" in section
     assert "Datasheet sources: H200 SXM: NVIDIA H100/H200" in section
 
 
