@@ -5,7 +5,9 @@
     python tools/docs_gen.py --check       # exit 1 when a committed page differs
 
 - docs/assets/report.html: the page the report code makes from the report fixture of the
-  tests (tests/host/report_fixture.py), which the README's screenshot shows;
+  tests (tests/host/report_fixture.py), with invented figures: the docs site's screenshot
+  (report.png) shows its layout. The README's picture (docs/assets/demo.png) is a measured
+  page, the demo's, taken by hand with this module's screenshot();
 - the CLI reference from `envbench/options.py` (every verb, its options, their help);
 - the matrix reference from the matrix models (`envbench/matrix/models.py`): every key, its
   type, default and bounds, and which benchmark keys a sweep may vary;
