@@ -4,7 +4,14 @@ pinned to core 0, and a neighbour busy on that core for the first half of the ce
 Run in the old order (every repeat of one environment, then the other's) with contended
 repeats kept, the neighbour lands on one name only and the page claims a difference between
 identical stacks. Run the default way (shuffled rounds, contended repeats sensed, left out
-and re-run), the page makes no such claim, and says which repeats it left out and why.
+and re-run), the sensors mark exactly the repeats the neighbour overlapped, the page's figures
+stand on the others alone, and it says which repeats it left out and why.
+
+What the test cannot promise is that two names of one stack time alike on this host: its
+cores' speed drifts by a quarter over seconds with no steal and nothing else running (repeat
+medians of one image from 0.64 to 1.13 s in 32 interleaved repeats here), so four clean
+repeats a side may differ by a third. The neighbour halves the speed; the assertions below
+rest on that, not on the host's calm.
 """
 from __future__ import annotations
 
@@ -17,6 +24,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+
+from envbench import stats
 
 pytestmark = pytest.mark.e2e
 
@@ -79,7 +88,16 @@ def _verdicts(env: dict[str, str], matrix: Path, reports: Path, *options: str
 
 
 def _records(reports: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((reports / "results").glob("*.json"))]
+    records = [json.loads(p.read_text()) for p in sorted((reports / "results").glob("*.json"))]
+    # Each repeat's figure beside what the sensors saw: a failure here must say whether the
+    # host or the kit was at fault.
+    for r in sorted(records, key=lambda r: r.get("written_at") or ""):
+        host = (r.get("noise") or {}).get("host") or {}
+        print("%-7s r%-2s %-6s epoch %-9s contended %-5s others %-7s steal %s" % (
+            r["cell"]["environment"], r["cell"]["repeat"], r["status"],
+            (r.get("summary") or {}).get("epoch_s_median"), r["noise"]["contended"],
+            host.get("other_cpu_share"), host.get("steal_share")))
+    return records
 
 
 def test_drift_makes_a_false_verdict_in_the_old_order_and_none_in_rounds(e2e_env, base_tag,
@@ -108,15 +126,18 @@ def test_drift_makes_a_false_verdict_in_the_old_order_and_none_in_rounds(e2e_env
     assert all("other processes used" in " ".join(r["noise"]["reasons"]) for r in contended)
     now = _verdicts(e2e_env, matrix, rounds)
     print("interleaved (the default):", now)
-    claims = [name for name, text in now.items() if "faster" in text or "slower" in text]
-    # No claim of a difference, unless what was contended is marked and left out.
-    assert not claims or all("contended left out" in now[name] for name in now), now
-    # And the figures of the clean repeats agree: one stack, one time.
-    clean = {}
-    for r in records:
-        if r["status"] == "ok" and not r["noise"]["contended"]:
-            clean.setdefault(r["cell"]["environment"], []).append(
-                r["summary"]["epoch_s_median"])
-    medians = {name: sorted(values)[len(values) // 2] for name, values in clean.items()}
+    # The sensors marked exactly the repeats that ran beside the neighbour: it lived until
+    # the fourth cell had finished.
+    ran = sorted(records, key=lambda r: r["written_at"])
+    assert [r["noise"]["contended"] for r in ran] == [True] * 4 + [False] * (len(ran) - 4)
+    clean: dict[str, list[float]] = {}
+    for r in ran[4:]:
+        clean.setdefault(r["cell"]["environment"], []).append(r["summary"]["epoch_s_median"])
     assert len(clean["same-a"]) >= 3 and len(clean["same-b"]) >= 3
-    assert 0.85 < medians["same-a"] / medians["same-b"] < 1.15, medians
+    # The page's figure of each name is its clean repeats' alone, and says what it left out.
+    for name, values in clean.items():
+        assert now[name].startswith("%s %.2f s " % (name, stats.median(values))), now
+        assert "2 contended left out" in now[name], now
+    # The neighbour was real: each name's contended repeats ran slower than its clean ones.
+    for r in ran[:4]:
+        assert r["summary"]["epoch_s_median"] > stats.median(clean[r["cell"]["environment"]])
