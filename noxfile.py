@@ -115,6 +115,13 @@ def bench_all(session: nox.Session) -> None:
     _envbench(session, "bench")
 
 
+@nox.session(name="slurm")
+def slurm(session: nox.Session) -> None:
+    """Slurm targets: preflight, one batch job per target (cells as steps in Podman,
+    Apptainer or Pyxis), followed until the results are in (-- --print: the script only)."""
+    _envbench(session, "slurm")
+
+
 @nox.session(name="check")
 def check(session: nox.Session) -> None:
     """Validate the matrix and list its cells; nothing is built or run."""

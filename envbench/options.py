@@ -47,6 +47,7 @@ class Options:
     order: str = "interleaved"           # `bench`: rounds shuffled, or every repeat together
     order_seed: int | None = None        # `bench`: the seed that shuffles (None: a new one)
     dry_run: bool = False                # `cloud`: plan and task YAMLs only
+    print_only: bool = False             # `slurm`: the batch scripts, submitted by hand
     launcher: str = "sky"                # `cloud`: sky or local
     check: bool = False                  # `lock`: re-resolve and compare, write nothing
     remove: tuple[str, ...] = ()         # `clean`: the parts to remove (none: list them)
@@ -169,6 +170,9 @@ OPTIONS = _options(
            {"type": int, "metavar": "SEED"}),
     Option("dry_run", "--dry-run", "print the plan and write the task YAMLs; launch nothing",
            {"action": "store_true"}),
+    Option("print_only", "--print", "print each Slurm target's batch script and the commands "
+           "that convert its images, for submitting by hand; convert nothing, submit nothing "
+           "(the preflight's probe job is not run either)", {"action": "store_true"}),
     Option("launcher", "--launcher", "sky: SkyPilot's clusters (default); local: sshd "
            "containers on this machine, a rehearsal of the fan-out (infra ssh/local, no "
            "accelerators)", {"choices": ("sky", "local")}),
@@ -239,6 +243,15 @@ COMMANDS: dict[str, Command] = {
     "clean": Command("what the kit keeps on this machine (images, bases, cache, reports, "
                      ".nox), its size and the command that removes it; --remove PART removes "
                      "it", ("remove", "reports_dir")),
+    "slurm": Command("Slurm targets: one batch job per target, its cells as steps in the "
+                     "target's container runtime (--print: the script and the conversion "
+                     "commands; nothing is submitted)",
+                     (*SELECTION, "quick", "profile", "reports_dir", "offline", "locks",
+                      "frozen", "synthetic", "data_dir", "order_seed", "print_only"),
+                     helps={"targets": "only this Slurm target (repeatable; default: every "
+                                       "target with a slurm: block)",
+                            "order_seed": "the seed that shuffles each round of the job's "
+                                          "steps (default: a new one)"}),
     "cloud": Command("cloud targets: one SkyPilot VM per target (--dry-run: the plan, prices "
                      "and task YAMLs)",
                      ("matrix_path", "targets", "reports_dir", "synthetic", "data_dir",

@@ -276,6 +276,8 @@ TEST_PACKAGES = {
     "debootstrap": "debootstrap", "chromium": "chromium",
     # The cloud fan-out's tests reach their sshd "VMs" with ssh and rsync.
     "openssh-client": "ssh", "rsync": "rsync",
+    # The Slurm path's tests start a one-node cluster and run its cells in Podman.
+    "slurm-wlm": "slurmctld", "munge": "munged", "podman": "podman",
     "python3-torch": "torch", "python3-torchvision": "torchvision", "python3-pil": "PIL",
     "python3-numpy": "numpy", "python3-pytest": "pytest", "python3-jsonschema": "jsonschema",
 }
@@ -284,7 +286,7 @@ TEST_PACKAGES = {
 def ensure_test_tools(out: TextIO = sys.stdout) -> None:
     missing = []
     for package, probe in TEST_PACKAGES.items():
-        if package in ("debootstrap", "chromium", "openssh-client", "rsync"):
+        if not package.startswith("python3-"):  # a command, not a module
             if shutil.which(probe) is None:
                 missing.append(package)
         elif subprocess.run(["/usr/bin/python3", "-c", "import %s" % probe],

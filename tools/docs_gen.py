@@ -54,6 +54,7 @@ SESSIONS = {
     "lock": "lock", "build": "build-cpu, build-cuda", "bench": "bench-cpu, bench-cuda, bench",
     "check": "check", "data": "data", "base-image": "base-image", "doctor": "doctor",
     "demo": "demo", "report": "report", "compare": "compare", "cloud": "cloud",
+    "slurm": "slurm",
 }
 
 
@@ -155,6 +156,7 @@ def matrix_reference() -> str:
              "the environment.\n"]
     sections = (("environments.NAME", "Environment", ()), ("targets.NAME", "Target", ()),
                 ("targets.NAME.cloud", "Cloud", ()),
+                ("targets.NAME.slurm", "Slurm", ()),
                 ("benchmark", "Benchmark", models.SWEEPABLE),
                 ("benchmark.workload (or an entry of a workload sweep)", "Workload", ()))
     for title, model, sweepable in sections:

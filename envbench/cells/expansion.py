@@ -180,8 +180,10 @@ def cell_data(cell: Cell, data: DataIdentity) -> DataIdentity:
 def prepare(cell: Cell, target: Target, host: Host | int, data: DataIdentity,
             image_id: str | None) -> Prepared:
     """Resources from the target and host, bench's options, and the identity: the runner's
-    cells and the report's idea of the current matrix both come from here."""
-    res = resources.plan(target, host, cell.settings["threads"], cell.settings["parallel"])
+    cells and the report's idea of the current matrix both come from here. A Slurm target's
+    cells get no cores of the kit's choosing: Slurm binds each step to the job's."""
+    res = resources.plan(target, host, cell.settings["threads"], cell.settings["parallel"],
+                         pin_cores=target.slurm is None)
     data = cell_data(cell, data)
     args = bench_args(cell, res, data.synthetic)
     config = bench_config(args)

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 import docker
 
-from envbench import cache, provision, stats, users
+from envbench import cache, provision, users
 from envbench.cells import (
     containerrun,
     dataset,
@@ -53,6 +53,17 @@ def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
         print("cloud targets %s run on their own VMs (nox -s cloud); left out here"
               % ", ".join(cloud))
         cells = [c for c in cells if c.target not in cloud]
+    # A Slurm target's cells run as a batch job on its cluster (nox -s slurm), never in this
+    # machine's engine: asked for here, that is a mistake said before anything is built.
+    slurm = sorted({c.target for c in cells if m.targets[c.target].slurm is not None})
+    asked = [t for t in slurm if t in opts.targets]
+    if asked:
+        raise BadInput("%s: a Slurm target, whose cells run as a batch job on its cluster: "
+                       "nox -s slurm -- --target %s" % (asked[0], asked[0]))
+    if slurm:
+        print("slurm targets %s run as batch jobs on their cluster (nox -s slurm); left out "
+              "here" % ", ".join(slurm))
+        cells = [c for c in cells if c.target not in slurm]
     if not cells:
         raise BadInput("no cells match (kind=%s, env=%s, target=%s) in %s"
                         % (opts.kind or "any", ",".join(opts.envs) or "any",
@@ -282,17 +293,9 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
               "to run only the missing ones" % (len(done), opts.results_dir), file=out)
         return 130
     shown.close()
-    summary.table(done, out)
-    print("%d cells in %.1f s; results in %s, logs in %s"
-          % (len(done), time.perf_counter() - started, opts.results_dir, opts.log_dir),
-          file=out)
-    if session.overheads:
-        print("kit overhead per executed cell (container start/stop, result handling): "
-              "median %.2f s, max %.2f s"
-              % (stats.median(session.overheads), max(session.overheads)), file=out)
-    tally = outcome.Tally.of(r for _, r in done)
-    print("cells: %s" % tally.sentence(), file=out)
-    return tally.exit_code
+    return summary.close_run(done, out, time.perf_counter() - started, opts.results_dir,
+                             opts.log_dir, session.overheads,
+                             "executed cell (container start/stop, result handling)")
 
 
 def _run_round(session: _Session, slots: list[schedule.Slot], mode: str, seed: int,

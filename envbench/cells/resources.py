@@ -61,7 +61,7 @@ def default_memory(host_memory: int) -> str:
 
 
 def plan(target: Target, host: Host | int, threads: int | None = None,
-         parallel: str = "none") -> Resources:
+         parallel: str = "none", pin_cores: bool = True) -> Resources:
     """The resources of a cell on ``target`` on ``host`` (a Host, or just its CPU count).
 
     ``threads`` is the matrix's explicit setting (None: derive it). A quota above what the
@@ -76,7 +76,8 @@ def plan(target: Target, host: Host | int, threads: int | None = None,
     cpus, cpuset = target.cpus, target.cpuset
     if cpus is not None:
         cpus = min(cpus, host_cpus)
-        cpuset = cpuset or _first_cores(cpus)
+        # pin_cores False: a scheduler (Slurm) binds the cell to the cores it gave the job.
+        cpuset = cpuset or (_first_cores(cpus) if pin_cores else None)
         effective, source = cpus, "cpus"
     elif cpuset is not None:
         effective = cpuset_size(cpuset)

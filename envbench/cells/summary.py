@@ -2,6 +2,7 @@
 medians over repeats at the end (the report has the full picture)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, TextIO
 
 from envbench import stats
@@ -72,3 +73,20 @@ def table(records: list[tuple[Cell, dict[str, Any]]], out: TextIO) -> None:
     for row in shown:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
     print("", file=out)
+
+
+def close_run(done: list[tuple[Cell, dict[str, Any]]], out: TextIO, seconds: float,
+              results_dir: Path, log_dir: Path, overheads: list[float],
+              overhead_words: str) -> int:
+    """The end of a run, local or on a cluster: the table, where things are, the kit's
+    overhead per executed cell (``overhead_words`` says what it covers), the tally; the
+    run's exit code."""
+    table(done, out)
+    print("%d cells in %.1f s; results in %s, logs in %s"
+          % (len(done), seconds, results_dir, log_dir), file=out)
+    if overheads:
+        print("kit overhead per %s: median %.2f s, max %.2f s"
+              % (overhead_words, stats.median(overheads), max(overheads)), file=out)
+    tally = outcome.Tally.of(r for _, r in done)
+    print("cells: %s" % tally.sentence(), file=out)
+    return tally.exit_code

@@ -269,6 +269,73 @@ class Cloud(_Strict):
         return parts[1] if len(parts) > 1 and parts[0] not in ("k8s", "ssh") else None
 
 
+# Slurm's own grammars: a partition, account or QOS name; a GRES such as gpu:h100:2; a time
+# limit as sbatch takes it (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS); a node list
+# such as gpu[01-04],gpu07; a feature expression such as "a100&ib".
+SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+GRES = r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9_.-]{1,40})?(:[1-9][0-9]{0,2})?$"
+SLURM_TIME = r"^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d{1,2}(:\d{2}){0,2})$"
+NODELIST = r"^[A-Za-z0-9_.,\[\]-]{1,200}$"
+CONSTRAINT = r"^[A-Za-z0-9_.&|!*\[\]():-]{1,200}$"
+RUNTIMES = ("podman", "apptainer", "pyxis")
+
+
+class Slurm(_Strict):
+    """A target on a Slurm cluster (nox -s slurm): one batch job per target, its cells as job
+    steps in a container runtime the nodes have, images and results in ``shared_dir``."""
+
+    partition: Annotated[str, Field(strict=True, pattern=SLURM_NAME)]
+    # A GPU count (sbatch --gpus) or a GRES string (--gres), not both.
+    gpus: Optional[Annotated[int, Field(strict=True, ge=1, le=64)]] = None
+    gres: Optional[Annotated[str, Field(strict=True, pattern=GRES)]] = None
+    time: Annotated[str, Field(strict=True, pattern=SLURM_TIME)]
+    account: Optional[Annotated[str, Field(strict=True, pattern=SLURM_NAME)]] = None
+    qos: Optional[Annotated[str, Field(strict=True, pattern=SLURM_NAME)]] = None
+    constraint: Optional[Annotated[str, Field(strict=True, pattern=CONSTRAINT)]] = None
+    nodelist: Optional[Annotated[str, Field(strict=True, pattern=NODELIST)]] = None
+    # A verdict taken on a node shared with other jobs is their noise: the node is the job's
+    # unless the user says otherwise.
+    exclusive: Flag = True
+    runtime: Literal["podman", "apptainer", "pyxis"] = "podman"
+    # A folder every node sees at the same path: images, data, the user's code and results.
+    shared_dir: Annotated[str, Field(strict=True, min_length=2, max_length=400)]
+
+    @field_validator("shared_dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("%s: shared_dir must be an absolute path (the login node and "
+                             "every compute node see it at the same place)" % shown(value))
+        if any(ch in value for ch in "\n\r\t:,\x00"):
+            raise ValueError("%s: shared_dir holds a character a container mount cannot take "
+                             "(newline, tab, ':' or ',')" % shown(value))
+        return value
+
+    @field_validator("gres")
+    @classmethod
+    def _a_gpu_gres(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not value.startswith("gpu"):
+            raise ValueError("%s: gres names the GPUs a cell gets (gpu[:type]:count); other "
+                             "resources are the partition's business" % shown(value))
+        return value
+
+    @model_validator(mode="after")
+    def _gpus_once(self) -> Slurm:
+        if self.gpus is not None and self.gres is not None:
+            raise ValueError("gpus and gres both ask for GPUs: give one of them")
+        return self
+
+    @property
+    def gpu_count(self) -> int:
+        """How many GPUs the job asks for (0: none)."""
+        if self.gpus is not None:
+            return self.gpus
+        if self.gres is None:
+            return 0
+        last = self.gres.rsplit(":", 1)[-1]
+        return int(last) if last.isdigit() else 1
+
+
 class Target(_Strict):
     """Where a cell runs: a device and its resources. The report names the hardware by what
     bench measured; ``label`` is an optional alias shown beside it."""
@@ -283,6 +350,7 @@ class Target(_Strict):
     swap: Optional[Annotated[str, Field(strict=True, pattern=SIZE)]] = None
     timeout_s: Annotated[int, Field(strict=True, ge=10, le=WEEK_S)] = 3600
     cloud: Optional[Cloud] = None
+    slurm: Optional[Slurm] = None
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -328,6 +396,19 @@ class Target(_Strict):
         if self.cloud is not None and self.device == "cpu" and self.cloud.accelerators:
             raise ValueError("cloud: accelerators on a cpu target would be paid for and "
                              "never used: use device: cuda, or remove accelerators")
+        if self.slurm is not None:
+            if self.cloud is not None:
+                raise ValueError("slurm and cloud: a target is on a Slurm cluster or in a "
+                                 "cloud, not both")
+            if self.device == "cuda" and not self.slurm.gpu_count:
+                raise ValueError("slurm: a cuda target on a cluster needs gpus or gres (e.g. "
+                                 "gres: \"gpu:h100:1\"), or the job gets no GPU")
+            if self.cpuset is not None:
+                raise ValueError("cpuset: a Slurm target's cells run on the cores Slurm gives "
+                                 "the job; give cpus (the quota and the thread count)")
+            if self.device == "cpu" and self.slurm.gpu_count:
+                raise ValueError("slurm: gpus or gres on a cpu target hold GPUs that no cell "
+                                 "uses: use device: cuda, or remove them")
         return self
 
 

@@ -202,6 +202,13 @@ class Group:
                                           if res.get("swap") else ""))
         if res.get("gpus") is not None:
             parts.append("GPUs %s" % res["gpus"])
+        slurm = [r.raw["slurm"] for r in self.records if r.raw.get("slurm")]
+        if slurm:  # where a cluster ran it: which jobs, on which nodes, in which runtime
+            jobs = sorted({str(s.get("job_id")) for s in slurm})
+            nodes = sorted({str(s.get("node")) for s in slurm})
+            parts.append("Slurm job%s %s on %s (%s)" % (
+                "s" if len(jobs) > 1 else "", ", ".join(jobs), ", ".join(nodes),
+                "/".join(sorted({str(s.get("runtime")) for s in slurm}))))
         return ", ".join(parts) or None
 
     @property

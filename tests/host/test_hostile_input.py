@@ -140,11 +140,11 @@ def test_chained_sessions_options_of_other_verbs_are_ignored_with_one_line_each(
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
     assert lines[:3] == [
-        "envbench report: ignoring --offline (an option of build, bench, check; chained "
+        "envbench report: ignoring --offline (an option of build, bench, check, slurm; chained "
         "sessions share their options)",
-        "envbench report: ignoring --order-seed (an option of bench; chained sessions share "
-        "their options)",
-        "envbench report: ignoring --frozen (an option of build, bench, check; chained "
+        "envbench report: ignoring --order-seed (an option of bench, slurm; chained sessions "
+        "share their options)",
+        "envbench report: ignoring --frozen (an option of build, bench, check, slurm; chained "
         "sessions share their options)"], lines
     assert proc.returncode == 1 and lines[3].startswith("error: no results to report in ")
 

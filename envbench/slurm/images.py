@@ -1,0 +1,104 @@
+"""Images for the nodes, in shared_dir/images, once per image ID: the engine's image saved as
+an archive (what `podman load` and `apptainer build docker-archive://` take), and for Pyxis an
+Enroot squashfs made from the engine on the login node. What exists is not made again; what
+is made is written under a temporary name and renamed, so a killed run leaves no half image
+that a later one would take for whole."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, TextIO
+
+from envbench.errors import UserError
+from envbench.slurm.script import ImageUse
+
+
+def folder(shared_dir: Path) -> Path:
+    return shared_dir / "images"
+
+
+def _hex(image_id: str) -> str:
+    return image_id.split(":", 1)[-1]
+
+
+def archive_path(shared_dir: Path, image_id: str) -> Path:
+    return folder(shared_dir) / ("%s.tar" % _hex(image_id))
+
+
+def reference(runtime: str, shared_dir: Path, image_id: str) -> str:
+    """How a step names the image: Podman by its ID (the archive keeps Docker's), the
+    others by the converted file."""
+    if runtime == "podman":
+        return _hex(image_id)
+    suffix = ".sif" if runtime == "apptainer" else ".sqsh"
+    return str(folder(shared_dir) / ("%s%s" % (_hex(image_id), suffix)))
+
+
+def save_archive(client: Any, image_id: str, shared_dir: Path, out: TextIO) -> Path:
+    """The image as `docker save` writes it, in shared_dir/images (kept if there)."""
+    path = archive_path(shared_dir, image_id)
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial-%d" % os.getpid())
+    print("saving image %s for the nodes (%s)" % (_hex(image_id)[:12], path), file=out,
+          flush=True)
+    try:
+        with open(partial, "wb") as handle:
+            for chunk in client.images.get(image_id).save(named=False):
+                handle.write(chunk)
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise UserError("could not write the image archive %s: %s" % (path, exc.strerror
+                                                                       or exc)) from None
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+def enroot_import(tag: str, image_id: str, shared_dir: Path, out: TextIO) -> Path:
+    """Pyxis's squashfs, made from the engine's image by enroot on the login node."""
+    path = Path(reference("pyxis", shared_dir, image_id))
+    if path.is_file():
+        return path
+    if shutil.which("enroot") is None:
+        raise UserError("runtime pyxis: enroot is not on this login node, which makes the "
+                        "squashfs from the engine's image (enroot import dockerd://); install "
+                        "enroot here, or use runtime: apptainer or podman")
+    partial = path.with_name(path.name + ".partial")
+    print("converting %s for Pyxis (%s)" % (tag, path), file=out, flush=True)
+    proc = subprocess.run(["enroot", "import", "--output", str(partial), "dockerd://%s" % tag],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise UserError("enroot import of %s failed: %s" % (tag, " ".join(
+            (proc.stderr or proc.stdout).split())[-400:]))
+    os.replace(partial, path)
+    return path
+
+
+def ready(runtime: str, client: Any, tag: str, image_id: str, shared_dir: Path,
+          out: TextIO) -> ImageUse:
+    """Make what the runtime's steps need of this image; how the job uses it."""
+    archive = save_archive(client, image_id, shared_dir, out)
+    if runtime == "pyxis":
+        enroot_import(tag, image_id, shared_dir, out)
+    return ImageUse(runtime, str(archive), reference(runtime, shared_dir, image_id))
+
+
+def conversion_commands(runtime: str, tag: str, image_id: str, shared_dir: Path) -> list[str]:
+    """What ready() does, as commands a user who submits by hand can run (--print)."""
+    archive = archive_path(shared_dir, image_id)
+    lines = ["docker save --output %s %s" % (archive, tag)]
+    if runtime == "apptainer":
+        lines.append("apptainer build %s docker-archive://%s  # on a node, or in the job"
+                     % (reference(runtime, shared_dir, image_id), archive))
+    elif runtime == "pyxis":
+        lines.append("enroot import --output %s dockerd://%s"
+                     % (reference(runtime, shared_dir, image_id), tag))
+    else:
+        lines.append("podman load --input %s  # in the job, on the node" % archive)
+    return lines

@@ -1,0 +1,132 @@
+"""The batch script of one Slurm target: one job, one node, the target's cells as its steps in
+the kit's round order, so that every environment of a comparison runs on the same node.
+
+Each step leaves in the run's folder (shared_dir/runs/RUN/cells/STEM/) bench's result, the
+step's output, what Slurm gave it (slurm.env), the other jobs on its node before and after it
+(others), and last its exit code (exit): the login node takes a cell in when that appears.
+A step whose exit file exists is not run again should the job be requeued by an admin.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from envbench.matrix.models import Slurm
+from envbench.slurm import runtimes
+
+
+@dataclass(frozen=True)
+class Step:
+    stem: str
+    srun_options: list[str]  # the step's own (CPUs, memory; Pyxis's container options)
+    command: list[str]       # what srun runs (nothing more for Pyxis: it is in the options)
+
+
+@dataclass(frozen=True)
+class ImageUse:
+    """A converted image the job makes ready before its steps (Podman loads its archive;
+    Apptainer builds its SIF from the archive once, on the node, where it runs)."""
+
+    runtime: str
+    archive: str         # docker save's archive in shared_dir/images
+    reference: str       # podman: the image ID; apptainer: the SIF; pyxis: the squashfs
+
+
+def header(job_name: str, block: Slurm, run_dir: PurePosixPath) -> list[str]:
+    lines = ["#!/bin/bash", "#SBATCH --job-name=%s" % job_name,
+             "#SBATCH --partition=%s" % block.partition, "#SBATCH --time=%s" % block.time,
+             "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
+             "#SBATCH --output=%s" % (run_dir / "job.out"),
+             # A node that fails ends the job (no silent requeue behind the user's back):
+             # its unfinished cells are failed with Slurm's state, and the same command again
+             # runs only those.
+             "#SBATCH --no-requeue"]
+    if block.exclusive:
+        lines += ["#SBATCH --exclusive", "#SBATCH --mem=0"]
+    if block.gpus is not None:
+        lines.append("#SBATCH --gpus=%d" % block.gpus)
+    if block.gres is not None:
+        lines.append("#SBATCH --gres=%s" % block.gres)
+    for option, value in (("account", block.account), ("qos", block.qos),
+                          ("constraint", block.constraint), ("nodelist", block.nodelist)):
+        if value is not None:
+            lines.append("#SBATCH --%s=%s" % (option, value))
+    return lines
+
+
+PROLOGUE = r"""
+set -uo pipefail
+RUN=%(run)s
+mkdir -p "$RUN/cells" "$RUN/empty"
+chmod 555 "$RUN/empty"
+ENVBENCH_EMPTY="$RUN/empty"
+# One CDI device per GPU Slurm gave the job (its absolute indexes; Podman's GPU cells).
+ENVBENCH_GPU_DEVICES=()
+IFS=, read -r -a _gpus <<< "${SLURM_JOB_GPUS:-${SLURM_STEP_GPUS:-}}"
+for gpu in "${_gpus[@]}"; do
+  [ -n "$gpu" ] && ENVBENCH_GPU_DEVICES+=(--device "nvidia.com/gpu=$gpu")
+done
+echo "envbench: job $SLURM_JOB_ID on $SLURMD_NODENAME"
+
+others() {  # the other jobs on this node now (none on an exclusive node)
+  squeue --noheader --nodelist "$SLURMD_NODENAME" --format '%%i %%u %%C' 2>/dev/null \
+    | awk -v me="$SLURM_JOB_ID" '$1 != me'
+}
+
+cell() {  # STEM, then srun's arguments: one step, its traces in $RUN/cells/STEM
+  local stem=$1; shift
+  local dir="$RUN/cells/$stem"
+  [ -e "$dir/exit" ] && return 0
+  mkdir -p "$dir/results"
+  others > "$dir/others.before"
+  echo "envbench: cell $stem"
+  CURRENT=$stem
+  srun --ntasks=1 --nodes=1 "$@" > "$dir/log" 2>&1
+  local code=$?
+  others > "$dir/others.after"
+  env | grep -E "^(%(said)s)=" > "$dir/slurm.env"
+  echo "$code" > "$dir/exit.partial" && mv "$dir/exit.partial" "$dir/exit"
+}
+"""
+
+
+# What the job's environment says of what Slurm gave it, kept beside each cell.
+SAID = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "SLURM_JOB_NODELIST", "SLURMD_NODENAME",
+        "SLURM_CPUS_ON_NODE", "SLURM_JOB_CPUS_PER_NODE", "SLURM_JOB_GPUS", "SLURM_MEM_PER_NODE",
+        "SLURM_JOB_ACCOUNT", "SLURM_JOB_QOS", "CUDA_VISIBLE_DEVICES")
+
+
+# Podman: a job cancelled (scancel, Ctrl-C on the login node) or out of time kills the
+# step's podman client; its container must not run on, or stay, after the job.
+PODMAN_TRAP = ("CURRENT=\ntrap '[ -n \"$CURRENT\" ] && podman rm --force --ignore "
+               "\"envbench-$CURRENT\" >/dev/null 2>&1' EXIT TERM INT")
+
+
+def prepare_image(use: ImageUse) -> str:
+    """The job's line that makes one image ready on the node (none for Pyxis: its squashfs
+    is made on the login node, where enroot reads the engine)."""
+    archive, reference = shlex.quote(use.archive), shlex.quote(use.reference)
+    if use.runtime == "podman":
+        return ("podman image exists %s || podman load --quiet --input %s >&2 "
+                "|| echo %s >&2" % (reference, archive, shlex.quote(
+                    "envbench: podman could not load %s" % use.archive)))
+    if use.runtime == "apptainer":
+        return ("[ -f %s ] || { apptainer build %s.partial docker-archive://%s >&2 && "
+                "mv %s.partial %s; }" % (reference, reference, archive, reference, reference))
+    return ": # %s: made on the login node" % use.reference
+
+
+def render(job_name: str, block: Slurm, run_dir: PurePosixPath, images: list[ImageUse],
+           steps: list[Step]) -> str:
+    lines = header(job_name, block, run_dir)
+    lines.append(PROLOGUE % {"run": shlex.quote(str(run_dir)), "said": "|".join(SAID)})
+    if block.runtime == "podman":
+        lines.append(PODMAN_TRAP)
+    lines += [prepare_image(use) for use in images]
+    lines.append("")
+    for step in steps:
+        lines.append("cell %s %s" % (shlex.quote(step.stem),
+                                     runtimes.shell_words(step.srun_options + step.command)))
+    lines.append('echo "envbench: all cells ran"')
+    return "\n".join(lines) + "\n"

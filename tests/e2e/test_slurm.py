@@ -1,0 +1,228 @@
+"""The Slurm path on a real one-node cluster (slurmctld, slurmd and munged from Debian's
+packages, tests/slurm_cluster.py), its cells in Podman: two stacks as the steps of one job and
+a report from them; a run again resumes; Ctrl-C cancels the job and leaves no job and no
+container; a node set DOWN mid-run fails the unfinished cells with Slurm's state; a partition
+that does not exist is refused before anything is submitted.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import slurm_cluster
+from conftest import ROOT, envbench
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def partition(client) -> str:
+    why = slurm_cluster.missing()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail("no Slurm cluster can start here: %s" % why)
+        pytest.skip("no Slurm cluster can start here: %s" % why)
+    slurm_cluster.ensure_podman_limits()
+    return slurm_cluster.ensure_cluster()
+
+
+def _matrix(folder: Path, base: str, partition: str, repeats: int = 2, epochs: int = 2) -> Path:
+    stack = '{python: "3.11", torch: "1.13", source: debian, base: "%s"}' % base
+    path = folder / "matrix.yaml"
+    path.write_text(
+        "environments:\n  slurm-a: %s\n  slurm-b: %s\n" % (stack, stack)
+        + "targets:\n  cluster:\n    device: cpu\n    cpus: 1\n    memory: 2g\n"
+        + "    slurm: {partition: %s, time: \"00:30:00\", runtime: podman, shared_dir: %s}\n"
+        % (partition, folder / "shared")
+        + "benchmark: {epochs: %d, batch_size: 64, pipeline: resident, repeats: %d, "
+          "limit: 1000, limit_test: 200}\n" % (epochs, repeats))
+    return path
+
+
+def _records(reports: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((reports / "results").glob("*.json"))]
+
+
+def _job_ids(output: str) -> list[str]:
+    return re.findall(r"^submitted job (\d+):", output, flags=re.M)
+
+
+def test_two_stacks_run_as_the_steps_of_one_job_in_podman_and_a_run_again_resumes(
+        e2e_env, base_tag, cifar, partition, tmp_path):
+    matrix, reports = _matrix(tmp_path, base_tag, partition), tmp_path / "reports"
+    proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", reports, "--data", cifar)
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "✘" not in proc.stdout and "✔ podman on" in proc.stdout
+    assert "✔ shared_dir is seen from %s" % slurm_cluster.node_name() in proc.stdout
+    (job,) = _job_ids(proc.stdout)
+    assert "kit overhead per Slurm cell" in proc.stdout
+    records = _records(reports)
+    assert len(records) == 4 and all(r["status"] == "ok" for r in records), records
+    assert {r["cell"]["environment"] for r in records} == {"slurm-a", "slurm-b"}
+    for r in records:
+        assert r["slurm"]["job_id"] == job and r["slurm"]["runtime"] == "podman"
+        assert r["slurm"]["node"] == slurm_cluster.node_name()
+        assert r["slurm"]["partition"] == partition and r["slurm"]["other_jobs"] == []
+        assert r["cell"]["data"]["source"] == "cifar10"  # the data set, copied for the nodes
+        assert r["cell"]["resources"]["threads"] == 1
+        assert r["cell"]["resources"]["cpuset"] is None  # Slurm's cores, not the kit's
+        assert r["host_s"] >= r["run_s"] > 0
+    # One job, its steps in the kit's round order: every repeat 1 before any repeat 2.
+    ordered = sorted(records, key=lambda r: (r["cell"]["order"]["round"],
+                                             r["cell"]["order"]["position"]))
+    assert [r["cell"]["repeat"] for r in ordered] == [1, 1, 2, 2] or \
+        [r["cell"]["repeat"] for r in ordered] == [0, 0, 1, 1]
+    assert job not in slurm_cluster.jobs()
+
+    report = envbench(e2e_env, "report", "--matrix", matrix, "--reports", reports,
+                      "--data", cifar)
+    assert report.returncode == 0, report.stdout[-2000:]
+    page = (reports / "index.html").read_text()
+    assert "slurm-a" in page and "slurm-b" in page
+    assert "Slurm job %s on %s (podman)" % (job, slurm_cluster.node_name()) in page
+
+    again = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", reports, "--data",
+                     cifar)
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert "nothing to submit" in again.stdout and not _job_ids(again.stdout)
+
+
+def _started(env: dict[str, str], matrix: Path, reports: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "envbench", "slurm", "--matrix",
+                             str(matrix), "--reports", str(reports), "--synthetic"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _until_first_cell(proc: subprocess.Popen) -> list[str]:
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("[1/"):
+            break
+    return lines
+
+
+def test_ctrl_c_cancels_the_job_keeps_what_finished_and_a_run_again_runs_the_rest(
+        e2e_env, base_tag, partition, tmp_path):
+    matrix, reports = _matrix(tmp_path, base_tag, partition, repeats=3), tmp_path / "reports"
+    proc = _started(e2e_env, matrix, reports)
+    lines = _until_first_cell(proc)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=300)
+    output = "".join(lines) + rest
+    print(output)
+    assert proc.returncode == 130, output[-3000:]
+    (job,) = _job_ids(output)
+    assert "job(s) %s cancelled" % job in output
+    assert job not in slurm_cluster.jobs()
+    # No container of the cancelled step goes on running, or stays, on the node.
+    left = subprocess.run(["podman", "ps", "--all", "--quiet", "--filter", "name=envbench-"],
+                          capture_output=True, text=True, timeout=60).stdout.split()
+    assert left == []
+    kept = [r for r in _records(reports) if r["status"] == "ok"]
+    assert 1 <= len(kept) < 6
+
+    again = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", reports, "--synthetic")
+    print(again.stdout)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert re.search(r"^submitted job \d+: %d cell\(s\)" % (6 - len(kept)), again.stdout,
+                     flags=re.M), again.stdout
+    assert sum(r["status"] == "ok" for r in _records(reports)) == 6
+
+
+def test_a_node_that_goes_down_fails_the_unfinished_cells_with_slurms_state(
+        e2e_env, base_tag, partition, tmp_path):
+    matrix, reports = _matrix(tmp_path, base_tag, partition, repeats=3), tmp_path / "reports"
+    proc = _started(e2e_env, matrix, reports)
+    try:
+        lines = _until_first_cell(proc)
+        slurm_cluster.set_node_state("DOWN")
+        rest, _ = proc.communicate(timeout=300)
+    finally:
+        slurm_cluster.wait_idle()
+    output = "".join(lines) + rest
+    print(output)
+    assert proc.returncode == 1, output[-3000:]
+    (job,) = _job_ids(output)
+    records = _records(reports)
+    ok = [r for r in records if r["status"] == "ok"]
+    failed = [r for r in records if r["status"] != "ok"]
+    assert ok and failed and len(ok) + len(failed) == 6
+    for r in failed:
+        # The step running when its node went down, and those that never ran: each says
+        # which job and what Slurm said.
+        assert r["error"]["type"] == "SlurmJobEnded", r["error"]
+        assert "Slurm job %s ended NODE_FAIL (the node failed under the job, reason " \
+               "NodeDown)" % job in r["error"]["message"], r["error"]
+
+
+def test_a_partition_that_does_not_exist_is_refused_before_anything_is_submitted(
+        e2e_env, base_tag, partition, tmp_path):
+    matrix = _matrix(tmp_path, base_tag, "no-such-partition")
+    before = slurm_cluster.jobs()
+    proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", tmp_path / "reports",
+                    "--synthetic")
+    print(proc.stdout)
+    assert proc.returncode == 1
+    assert "✘ partition no-such-partition does not exist here; the partitions are: %s" \
+        % partition in proc.stdout
+    assert "nothing submitted" in proc.stdout and not _job_ids(proc.stdout)
+    assert slurm_cluster.jobs() == before
+    assert not (tmp_path / "shared" / "runs").exists()
+    assert "Traceback" not in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def podman_engine(partition, base_tag, client, tmp_path_factory):
+    """Podman's Docker-compatible API as the login node's only engine, holding the base."""
+    socket = tmp_path_factory.mktemp("podman") / "podman.sock"
+    service = subprocess.Popen(["podman", "system", "service", "--time=0",
+                                "unix://%s" % socket], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        archive = tmp_path_factory.mktemp("base") / "base.tar"
+        with open(archive, "wb") as handle:
+            for chunk in client.images.get(base_tag).save(named=True):
+                handle.write(chunk)
+        subprocess.run(["podman", "load", "--quiet", "--input", str(archive)], check=True,
+                       capture_output=True, timeout=300)
+        yield "unix://%s" % socket
+    finally:
+        service.terminate()
+        service.wait(timeout=30)
+
+
+def test_the_login_node_may_have_podman_and_no_docker(e2e_env, base_tag, podman_engine,
+                                                       partition, tmp_path):
+    """Many login nodes have Podman and no Docker: the images are built through Podman's
+    Docker-compatible socket, saved from it for the nodes, and the cells run as ever."""
+    stack = '{python: "3.11", torch: "1.13", source: debian, base: "%s"}' % base_tag
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "environments:\n  built-by-podman: %s\n" % stack
+        + "targets:\n  cluster:\n    device: cpu\n    cpus: 1\n"
+        + "    slurm: {partition: %s, time: \"00:20:00\", shared_dir: %s}\n"
+        % (partition, tmp_path / "shared")
+        + "benchmark: {epochs: 1, repeats: 1, limit: 500, limit_test: 100, "
+          "data: synthetic}\n")
+    env = dict(e2e_env, DOCKER_HOST=podman_engine)
+    proc = envbench(env, "slurm", "--matrix", matrix, "--reports", tmp_path / "reports",
+                    "--offline")
+    print(proc.stdout[-4000:])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (record,) = _records(tmp_path / "reports")
+    assert record["status"] == "ok"
+    inspected = subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}",
+                                record["env"]["image"]["tag"]], capture_output=True,
+                               text=True, timeout=60)
+    assert inspected.returncode == 0, inspected.stderr  # built in Podman's own store
+    assert record["env"]["image"]["id"].split(":")[-1] == inspected.stdout.strip()
