@@ -259,11 +259,11 @@ def _step(job: Job, p: cellmod.Prepared, use: ImageUse, image: BuiltImage,
     binds = [runtimes.Bind(str(folder), "/results", read_only=False)]
     if shared_data is not None:
         binds.append(runtimes.Bind(str(shared_data), "/data"))
-    hidden: list[str] = []
     plan = p.cell.workload
     if workload is not None and plan.mount_point is not None:
+        # The copy in shared_dir left the bytecode caches out (_copy_workload) and is mounted
+        # read-only: there is nothing to hide, and no folder a tmpfs could cover.
         binds.append(runtimes.Bind(str(workload), plan.mount_point))
-        hidden = ["%s/%s" % (plan.mount_point, cache) for cache in plan.bytecode_caches]
     for bind in binds:
         if SHELL_ACTIVE & set(bind.source):
             raise UserError("%s: a path holding $, `, \", \\ or a newline cannot be handed "
@@ -276,7 +276,7 @@ def _step(job: Job, p: cellmod.Prepared, use: ImageUse, image: BuiltImage,
     if res.device == "cuda":
         gpus = res.gpus if isinstance(res.gpus, int) else job.block.gpu_count
     launch = runtimes.Launch(
-        name=p.file_stem, image=use.reference, args=p.command(), binds=binds, hidden=hidden,
+        name=p.file_stem, image=use.reference, args=p.command(), binds=binds,
         environment=environment, user=users.host_user(), cpus=res.cpus,
         # Slurm binds a step to the CPUs it gave the job: a cpuset of the kit's own could
         # name cores the step was not given. The quota and the thread count stay.

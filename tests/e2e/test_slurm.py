@@ -6,9 +6,11 @@ that does not exist is refused before anything is submitted.
 """
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -226,3 +228,29 @@ def test_the_login_node_may_have_podman_and_no_docker(e2e_env, base_tag, podman_
                                text=True, timeout=60)
     assert inspected.returncode == 0, inspected.stderr  # built in Podman's own store
     assert record["env"]["image"]["id"].split(":")[-1] == inspected.stdout.strip()
+
+
+def test_a_users_package_with_its_bytecode_caches_runs_as_a_slurm_cell(e2e_env, base_tag,
+                                                                       partition, tmp_path):
+    """A user's own workload as a host run leaves it (a package with __pycache__): copied
+    once into shared_dir without its caches, mounted read-only, trained in the step."""
+    package = tmp_path / "gru-tokens"
+    shutil.copytree(ROOT / "examples" / "gru-tokens", package)
+    compileall.compile_dir(str(package), quiet=1)
+    assert (package / "__pycache__").is_dir()
+    stack = '{python: "3.11", torch: "1.13", source: debian, base: "%s"}' % base_tag
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "environments:\n  slurm-a: %s\n" % stack
+        + "targets:\n  cluster:\n    device: cpu\n    cpus: 1\n"
+        + "    slurm: {partition: %s, time: \"00:20:00\", shared_dir: %s}\n"
+        % (partition, tmp_path / "shared")
+        + "benchmark: {epochs: 1, repeats: 1, limit: 500, limit_test: 100, data: synthetic,"
+          " workload: {file: gru-tokens, function: build}}\n")
+    proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", tmp_path / "reports")
+    print(proc.stdout[-3000:])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (record,) = _records(tmp_path / "reports")
+    assert record["status"] == "ok", record.get("error")
+    (copy,) = (tmp_path / "shared" / "workloads").glob("*/gru-tokens")
+    assert not (copy / "__pycache__").exists()
