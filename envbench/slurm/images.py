@@ -50,8 +50,7 @@ def save_archive(client: Any, image_id: str, shared_dir: Path, out: TextIO) -> P
             for chunk in client.images.get(image_id).save(named=False):
                 handle.write(chunk)
         os.replace(partial, path)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
+    except OSError as exc:  # the partial file goes in the finally below
         raise UserError("could not write the image archive %s: %s" % (path, exc.strerror
                                                                        or exc)) from None
     finally:

@@ -29,7 +29,6 @@ class Checks:
     target: str
     lines: list[tuple[bool, str]] = field(default_factory=list)
     partition: cluster.Partition | None = None
-    node_report: dict[str, str] = field(default_factory=dict)
     gpu: GpuState | None = None  # the probe node's first GPU (GPU targets)
 
     def add(self, ok: bool, text: str) -> bool:
@@ -139,7 +138,6 @@ def _probe_node(checks: Checks, block: Slurm, marker: Path, token: str) -> None:
         return
     lines = proc.stdout.splitlines()
     report = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
-    checks.node_report = report
     if proc.returncode != 0 and not lines:
         said = " ".join(proc.stderr.split())[:300]
         checks.add(False, "the probe job on %s did not run: %s" % (block.partition, said))

@@ -62,7 +62,6 @@ class Job:
     run_dir: Path
     cells: dict[str, Planned] = field(default_factory=dict)  # by file stem, in order
     job_id: str | None = None
-    taken: list[dict[str, Any]] = field(default_factory=list)
     submitted_at: float = 0.0
     last_seen: tuple[str, str] | None = None  # the state and reason last said
 

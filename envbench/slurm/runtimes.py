@@ -1,7 +1,7 @@
 """One cell's command line in each runtime a Slurm node may have, from one description of the
-cell: the same mounts as a Docker cell (results writable; data and the user's code read-only;
-the code's bytecode caches hidden), the same environment, and as locked down as the runtime
-allows. bench inside is unchanged: `python3 -m bench ARGS` in the image's /opt/envbench.
+cell: the same mounts as a Docker cell (results writable; data and the user's code read-only,
+its copy in shared_dir without bytecode caches), the same environment, and as locked down as
+the runtime allows. bench inside is unchanged: `python3 -m bench ARGS` in the image's /opt/envbench.
 
 - Podman (run in CI on a real cluster): the Docker cell's lockdown flag for flag; GPUs by CDI,
   the ones Slurm gave the step.
@@ -20,8 +20,6 @@ WORKDIR = "/opt/envbench"  # the image's WORKDIR (images/_stack.Dockerfile.j2)
 ENTRY = ["python3", "-m", "bench"]  # the image's ENTRYPOINT
 # Expanded by the job's shell at each step: one CDI device per GPU Slurm gave the job.
 GPU_DEVICES = "${ENVBENCH_GPU_DEVICES[@]}"
-# The job's empty, read-only folder: what hides a bytecode cache where there is no tmpfs.
-EMPTY = "${ENVBENCH_EMPTY}"
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,6 @@ class Launch:
     image: str                         # podman: the image ID; apptainer: a SIF; pyxis: squashfs
     args: list[str]                    # bench's arguments
     binds: list[Bind]
-    hidden: list[str] = field(default_factory=list)  # paths behind an empty tmpfs
     environment: dict[str, str] = field(default_factory=dict)
     user: str | None = None            # uid:gid (podman; the others run as the user anyway)
     cpus: float | None = None
@@ -70,8 +67,6 @@ def podman(cell: Launch) -> list[str]:
     for bind in cell.binds:
         command += ["--mount", "type=bind,source=%s,target=%s%s"
                     % (bind.source, bind.target, ",ro=true" if bind.read_only else "")]
-    for path in cell.hidden:
-        command += ["--mount", "type=tmpfs,target=%s,tmpfs-size=16m" % path]
     if cell.cpus is not None:
         command += ["--cpus", "%g" % cell.cpus]
     if cell.cpuset is not None:
@@ -95,9 +90,6 @@ def apptainer(cell: Launch) -> list[str]:
     for bind in cell.binds:
         command += ["--bind", "%s:%s:%s" % (bind.source, bind.target,
                                             "ro" if bind.read_only else "rw")]
-    # Apptainer has no tmpfs mount of its own: an empty folder of the job's, read-only.
-    for path in cell.hidden:
-        command += ["--bind", "%s:%s:ro" % (EMPTY, path)]
     return command + [cell.image, *ENTRY, *cell.args]
 
 
@@ -105,7 +97,6 @@ def pyxis(cell: Launch) -> list[str]:
     """The options srun takes for this cell (Pyxis's), and the command it runs inside."""
     mounts = ["%s:%s:%s" % (b.source, b.target, "ro" if b.read_only else "rw")
               for b in cell.binds]
-    mounts += ["%s:%s:ro" % (EMPTY, path) for path in cell.hidden]
     command = ["--container-image=%s" % cell.image,
                "--container-mounts=%s" % ",".join(mounts),
                "--no-container-mount-home", "--container-workdir=%s" % WORKDIR,
@@ -118,16 +109,12 @@ BUILDERS = {"podman": podman, "apptainer": apptainer, "pyxis": pyxis}
 
 
 def shell_words(words: list[str]) -> str:
-    """The words as the job's bash reads them: each quoted, but for the job's own
-    expansions (GPU devices, the empty folder), which must expand there."""
+    """The words as the job's bash reads them: each quoted, but for the job's own expansion
+    of its GPU devices, which must expand there."""
     out = []
     for word in words:
         if word == GPU_DEVICES:
             out.append('"%s"' % word)
-        elif EMPTY in word:
-            # Quoted pieces side by side are one word to bash: 'a'"${ENVBENCH_EMPTY}"'b'.
-            out.append(('"%s"' % EMPTY).join(shlex.quote(part)
-                                             for part in word.split(EMPTY)))
         else:
             out.append(shlex.quote(word))
     return " ".join(out)

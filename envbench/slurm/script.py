@@ -58,9 +58,7 @@ def header(job_name: str, block: Slurm, run_dir: PurePosixPath) -> list[str]:
 PROLOGUE = r"""
 set -uo pipefail
 RUN=%(run)s
-mkdir -p "$RUN/cells" "$RUN/empty"
-chmod 555 "$RUN/empty"
-ENVBENCH_EMPTY="$RUN/empty"
+mkdir -p "$RUN/cells"
 # One CDI device per GPU Slurm gave the job (its absolute indexes; Podman's GPU cells).
 ENVBENCH_GPU_DEVICES=()
 IFS=, read -r -a _gpus <<< "${SLURM_JOB_GPUS:-${SLURM_STEP_GPUS:-}}"

@@ -79,7 +79,6 @@ def _launch(gpus: int = 0) -> runtimes.Launch:
         binds=[runtimes.Bind("/scratch/run/cells/x/results", "/results", read_only=False),
                runtimes.Bind("/scratch/data/abc", "/data"),
                runtimes.Bind("/scratch/workloads/sha/mine", "/workloads/mine")],
-        hidden=["/workloads/mine/__pycache__"],
         environment={"HOME": "/tmp", "NVIDIA_VISIBLE_DEVICES": "void"}, user="1000:1000",
         cpus=4, memory_bytes=2**31, gpus=gpus)
 
@@ -93,7 +92,6 @@ def test_podman_is_locked_down_as_a_docker_cell_is():
         assert flag in line, flag
     assert "type=bind,source=/scratch/data/abc,target=/data,ro=true" in line
     assert "type=bind,source=/scratch/run/cells/x/results,target=/results --" in line
-    assert "type=tmpfs,target=/workloads/mine/__pycache__" in line
     assert words[-7:-4] == ["IMAGE", "-m", "bench"] and words[-1] == "/results/x.json"
     assert runtimes.GPU_DEVICES not in words
     assert runtimes.GPU_DEVICES in runtimes.podman(_launch(gpus=1))
@@ -106,7 +104,6 @@ def test_apptainer_keeps_the_host_out_and_mounts_read_only_what_the_cell_only_re
     line = " ".join(words)
     assert "--bind /scratch/data/abc:/data:ro" in line
     assert "--bind /scratch/run/cells/x/results:/results:rw" in line
-    assert "--bind ${ENVBENCH_EMPTY}:/workloads/mine/__pycache__:ro" in line
     assert words[words.index("IMAGE") + 1:words.index("IMAGE") + 4] == ["python3", "-m",
                                                                          "bench"]
     assert "--nv" not in runtimes.apptainer(_launch())
