@@ -278,6 +278,16 @@ SLURM_TIME = r"^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d{1,2}(:\d{2}){0,2})$"
 NODELIST = r"^[A-Za-z0-9_.,\[\]-]{1,200}$"
 CONSTRAINT = r"^[A-Za-z0-9_.&|!*\[\]():-]{1,200}$"
 RUNTIMES = ("podman", "apptainer", "pyxis")
+_NAME_WORDS = "a Slurm name (letters, digits, '_', '.', '-'; 64 at most)"
+SLURM_GRAMMARS = {
+    "partition": (SLURM_NAME, _NAME_WORDS), "account": (SLURM_NAME, _NAME_WORDS),
+    "qos": (SLURM_NAME, _NAME_WORDS),
+    "time": (SLURM_TIME, "a time limit as sbatch reads it: minutes, MM:SS, HH:MM:SS, D-HH, "
+                         "D-HH:MM or D-HH:MM:SS (e.g. \"04:00:00\")"),
+    "gres": (GRES, "a GRES as gpu[:type][:count] (e.g. \"gpu:h100:2\")"),
+    "constraint": (CONSTRAINT, "a feature expression (e.g. \"a100&ib\")"),
+    "nodelist": (NODELIST, "a node list (e.g. \"gpu[01-04],gpu07\")"),
+}
 
 
 class Slurm(_Strict):
@@ -299,6 +309,17 @@ class Slurm(_Strict):
     runtime: Literal["podman", "apptainer", "pyxis"] = "podman"
     # A folder every node sees at the same path: images, data, the user's code and results.
     shared_dir: Annotated[str, Field(strict=True, min_length=2, max_length=400)]
+
+    @field_validator("partition", "account", "qos", "time", "gres", "constraint", "nodelist",
+                     mode="before")
+    @classmethod
+    def _slurms_grammar(cls, value: Any, info: ValidationInfo) -> Any:
+        """Each value as sbatch reads it, refused in words before the pattern (which the
+        reference shows) would be quoted at the user as a regular expression."""
+        grammar, words = SLURM_GRAMMARS[info.field_name or ""]
+        if isinstance(value, str) and not re.match(grammar, value):
+            raise ValueError("%s is not %s" % (shown(value), words))
+        return value
 
     @field_validator("shared_dir")
     @classmethod

@@ -68,6 +68,12 @@ def test_a_bad_block_is_refused_naming_the_key_and_the_reason(block, device, wor
     assert words in said, said
 
 
+def test_a_value_outside_sbatchs_grammar_is_refused_in_words_not_as_a_pattern():
+    said = problems("cpu", BLOCK.replace('"01:00:00"', '"one hour"'))
+    assert "'one hour' is not a time limit as sbatch reads it" in said
+    assert "^(" not in said
+
+
 def test_slurm_and_cloud_on_one_target_are_refused():
     said = problems("cpu", BLOCK, extra="cloud: {infra: aws},")
     assert "not both" in said
