@@ -12,6 +12,7 @@ commands, and submits nothing.
 from __future__ import annotations
 
 import secrets
+import shlex
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -166,25 +167,24 @@ def _plan_job(name: str, m: models.Matrix, cells: list[cellmod.Cell], host: Host
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     job = Job(name, block, shared / "runs" / ("%s-%s-%s" % (name, stamp,
                                                           secrets.token_hex(3))))
-    shared_data = _copy_data(data_dir, data, shared, out) if data_dir is not None else None
+    copy = not opts.print_only
+    if opts.print_only:
+        print("# the data and code the cells read (envbench copies them unless --print):",
+              file=out)
+    shared_data = (_copy_data(data_dir, data, shared, out, copy) if data_dir is not None
+                   else None)
     uses: dict[str, ImageUse] = {}
     steps: list[Step] = []
     for planned_round in schedule.rounds(cells, "interleaved", seed):
         for slot in planned_round:
             cell = slot.cell
             order = slot.record("interleaved", seed)
-            if cell.environment in blocked:  # the node cannot run it: said, not submitted
-                reason = blocked[cell.environment]
-                p = cellmod.prepare(cell, target, host, data, None)
-                records.failed(opts.results_dir, p, target, reason.kind, reason.sentence,
-                               m.benchmark.target_accuracy, order=order)
-                continue
-            if cell.environment in failures:
-                failure = failures[cell.environment]
-                p = cellmod.prepare(cell, target, host, data, None)
-                records.failed(opts.results_dir, p, target, "BuildFailed", failure.message,
-                               m.benchmark.target_accuracy, {"tag": failure.tag, "id": None},
-                               order=order)
+            if cell.environment in blocked or cell.environment in failures:
+                # Recorded failed with its reason (said above), not submitted; --print
+                # writes no result.
+                if not opts.print_only:
+                    _record_unrun(cell, blocked, failures, target, host, data, order, m,
+                                  opts)
                 continue
             image = built[cell.environment]
             p = cellmod.prepare(cell, target, host, data, image.image.id)
@@ -200,7 +200,8 @@ def _plan_job(name: str, m: models.Matrix, cells: list[cellmod.Cell], host: Host
                     uses[cell.environment] = images.ready(block.runtime, client,
                                                           image.plan.tag, image.image.id,
                                                           shared, out)
-            workload = _copy_workload(cell, shared, out) if cell.workload.path else None
+            workload = (_copy_workload(cell, shared, out, copy) if cell.workload.path
+                        else None)
             steps.append(_step(job, p, uses[cell.environment], image, shared_data, workload,
                                host))
             job.cells[p.file_stem] = Planned(p, target, image.record, order,
@@ -223,10 +224,33 @@ def _plan_job(name: str, m: models.Matrix, cells: list[cellmod.Cell], host: Host
     return job
 
 
-def _copy_data(data_dir: Path, data: DataIdentity, shared: Path, out: TextIO) -> Path:
-    """The data set in shared_dir/data/DIGEST (copied once: the digest names its content)."""
+def _record_unrun(cell: cellmod.Cell, blocked: dict[str, GpuBlock], failures: dict[str, Any],
+                  target: models.Target, host: Host, data: DataIdentity,
+                  order: dict[str, Any], m: models.Matrix, opts: Options) -> None:
+    """A cell the job will not run, recorded failed: its node's GPU cannot run the stack, or
+    its image did not build."""
+    p = cellmod.prepare(cell, target, host, data, None)
+    if cell.environment in blocked:
+        reason = blocked[cell.environment]
+        records.failed(opts.results_dir, p, target, reason.kind, reason.sentence,
+                       m.benchmark.target_accuracy, order=order)
+    else:
+        failure = failures[cell.environment]
+        records.failed(opts.results_dir, p, target, "BuildFailed", failure.message,
+                       m.benchmark.target_accuracy, {"tag": failure.tag, "id": None},
+                       order=order)
+
+
+def _copy_data(data_dir: Path, data: DataIdentity, shared: Path, out: TextIO,
+               copy: bool = True) -> Path:
+    """The data set in shared_dir/data/DIGEST (copied once: the digest names its content).
+    ``copy`` False (--print): the command that would copy it, printed, nothing written."""
     where = shared / "data" / (data.sha256 or "unnamed")
     if not (where / dataset.FOLDER).is_dir():
+        if not copy:
+            print("cp -r %s %s" % (shlex.quote(str(data_dir)), shlex.quote(str(where))),
+                  file=out)
+            return where
         print("copying the data set to %s" % where, file=out, flush=True)
         partial = where.with_name(where.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
@@ -235,12 +259,17 @@ def _copy_data(data_dir: Path, data: DataIdentity, shared: Path, out: TextIO) ->
     return where
 
 
-def _copy_workload(cell: cellmod.Cell, shared: Path, out: TextIO) -> Path:
-    """The user's workload in shared_dir/workloads/SHA256/NAME (its digest names it)."""
+def _copy_workload(cell: cellmod.Cell, shared: Path, out: TextIO, copy: bool = True) -> Path:
+    """The user's workload in shared_dir/workloads/SHA256/NAME (its digest names it), its
+    bytecode caches left out. ``copy`` False (--print): the command, printed."""
     plan = cell.workload
     assert plan.path is not None
     where = shared / "workloads" / (plan.sha256 or "unhashed") / plan.path.name
-    if not where.exists():
+    if not where.exists() and not copy:
+        print("mkdir -p %s && rsync -a --exclude __pycache__ %s %s"
+              % (shlex.quote(str(where.parent)), shlex.quote(str(plan.path)),
+                 shlex.quote(str(where.parent) + "/")), file=out)
+    elif not where.exists():
         print("copying workload %s to %s" % (plan.name, where), file=out, flush=True)
         where.parent.mkdir(parents=True, exist_ok=True)
         if plan.path.is_dir():

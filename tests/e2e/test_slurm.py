@@ -254,3 +254,20 @@ def test_a_users_package_with_its_bytecode_caches_runs_as_a_slurm_cell(e2e_env, 
     assert record["status"] == "ok", record.get("error")
     (copy,) = (tmp_path / "shared" / "workloads").glob("*/gru-tokens")
     assert not (copy / "__pycache__").exists()
+
+
+def test_print_writes_the_script_and_the_commands_and_submits_and_copies_nothing(
+        e2e_env, base_tag, cifar, partition, tmp_path):
+    matrix, reports = _matrix(tmp_path, base_tag, partition), tmp_path / "reports"
+    before = slurm_cluster.jobs()
+    proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", reports, "--data", cifar,
+                    "--print")
+    print(proc.stdout[-3000:])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "#SBATCH --partition=%s" % partition in proc.stdout
+    assert proc.stdout.count("\ncell slurm-") == 4 and "docker save --output" in proc.stdout
+    assert re.search(r"^cp -r \S+ \S+/data/[0-9a-f]{64}$", proc.stdout, flags=re.M)
+    assert not _job_ids(proc.stdout) and slurm_cluster.jobs() == before
+    assert not (tmp_path / "shared" / "data").exists()
+    assert not (tmp_path / "shared" / "images").exists()
+    assert not list(reports.glob("results/*.json"))
