@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,14 +35,35 @@ def partition(client) -> str:
     return slurm_cluster.ensure_cluster()
 
 
-def _matrix(folder: Path, base: str, partition: str, repeats: int = 2, epochs: int = 2) -> Path:
+def _podman_images() -> set[str]:
+    listed = subprocess.run(["podman", "images", "--quiet", "--no-trunc"], capture_output=True,
+                            text=True, timeout=120)
+    return set(listed.stdout.split())
+
+
+@pytest.fixture(scope="module")
+def shared(partition, tmp_path_factory) -> Iterator[Path]:
+    """One shared_dir for the runs that submit: each image is saved for the nodes once (1.7 GB
+    an archive) and reused, as the kit does for a user. Its archives and the images the node
+    loaded from them go at the end, for the tests after these (CI's disk is not large)."""
+    before = _podman_images()
+    folder = tmp_path_factory.mktemp("shared")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+    added = sorted(_podman_images() - before)
+    if added:
+        subprocess.run(["podman", "rmi", "--force", *added], capture_output=True, timeout=300)
+
+
+def _matrix(folder: Path, base: str, partition: str, repeats: int = 2, epochs: int = 2,
+            shared: Path | None = None) -> Path:
     stack = '{python: "3.11", torch: "1.13", source: debian, base: "%s"}' % base
     path = folder / "matrix.yaml"
     path.write_text(
         "environments:\n  slurm-a: %s\n  slurm-b: %s\n" % (stack, stack)
         + "targets:\n  cluster:\n    device: cpu\n    cpus: 1\n    memory: 2g\n"
         + "    slurm: {partition: %s, time: \"00:30:00\", runtime: podman, shared_dir: %s}\n"
-        % (partition, folder / "shared")
+        % (partition, shared or folder / "shared")
         + "benchmark: {epochs: %d, batch_size: 64, pipeline: resident, repeats: %d, "
           "limit: 1000, limit_test: 200}\n" % (epochs, repeats))
     return path
@@ -56,8 +78,9 @@ def _job_ids(output: str) -> list[str]:
 
 
 def test_two_stacks_run_as_the_steps_of_one_job_in_podman_and_a_run_again_resumes(
-        e2e_env, base_tag, cifar, partition, tmp_path):
-    matrix, reports = _matrix(tmp_path, base_tag, partition), tmp_path / "reports"
+        e2e_env, base_tag, cifar, partition, shared, tmp_path):
+    matrix = _matrix(tmp_path, base_tag, partition, shared=shared)
+    reports = tmp_path / "reports"
     proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", reports, "--data", cifar)
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -114,8 +137,9 @@ def _until_first_cell(proc: subprocess.Popen) -> list[str]:
 
 
 def test_ctrl_c_cancels_the_job_keeps_what_finished_and_a_run_again_runs_the_rest(
-        e2e_env, base_tag, partition, tmp_path):
-    matrix, reports = _matrix(tmp_path, base_tag, partition, repeats=3), tmp_path / "reports"
+        e2e_env, base_tag, partition, shared, tmp_path):
+    matrix = _matrix(tmp_path, base_tag, partition, repeats=3, shared=shared)
+    reports = tmp_path / "reports"
     proc = _started(e2e_env, matrix, reports)
     lines = _until_first_cell(proc)
     proc.send_signal(signal.SIGINT)
@@ -142,8 +166,9 @@ def test_ctrl_c_cancels_the_job_keeps_what_finished_and_a_run_again_runs_the_res
 
 
 def test_a_node_that_goes_down_fails_the_unfinished_cells_with_slurms_state(
-        e2e_env, base_tag, partition, tmp_path):
-    matrix, reports = _matrix(tmp_path, base_tag, partition, repeats=3), tmp_path / "reports"
+        e2e_env, base_tag, partition, shared, tmp_path):
+    matrix = _matrix(tmp_path, base_tag, partition, repeats=3, shared=shared)
+    reports = tmp_path / "reports"
     proc = _started(e2e_env, matrix, reports)
     try:
         lines = _until_first_cell(proc)
@@ -204,7 +229,7 @@ def podman_engine(partition, base_tag, client, tmp_path_factory):
 
 
 def test_the_login_node_may_have_podman_and_no_docker(e2e_env, base_tag, podman_engine,
-                                                       partition, tmp_path):
+                                                       partition, shared, tmp_path):
     """Many login nodes have Podman and no Docker: the images are built through Podman's
     Docker-compatible socket, saved from it for the nodes, and the cells run as ever."""
     stack = '{python: "3.11", torch: "1.13", source: debian, base: "%s"}' % base_tag
@@ -213,7 +238,7 @@ def test_the_login_node_may_have_podman_and_no_docker(e2e_env, base_tag, podman_
         "environments:\n  built-by-podman: %s\n" % stack
         + "targets:\n  cluster:\n    device: cpu\n    cpus: 1\n"
         + "    slurm: {partition: %s, time: \"00:20:00\", shared_dir: %s}\n"
-        % (partition, tmp_path / "shared")
+        % (partition, shared)
         + "benchmark: {epochs: 1, repeats: 1, limit: 500, limit_test: 100, "
           "data: synthetic}\n")
     env = dict(e2e_env, DOCKER_HOST=podman_engine)
@@ -230,8 +255,8 @@ def test_the_login_node_may_have_podman_and_no_docker(e2e_env, base_tag, podman_
     assert record["env"]["image"]["id"].split(":")[-1] == inspected.stdout.strip()
 
 
-def test_a_users_package_with_its_bytecode_caches_runs_as_a_slurm_cell(e2e_env, base_tag,
-                                                                       partition, tmp_path):
+def test_a_users_package_with_its_bytecode_caches_runs_as_a_slurm_cell(
+        e2e_env, base_tag, partition, shared, tmp_path):
     """A user's own workload as a host run leaves it (a package with __pycache__): copied
     once into shared_dir without its caches, mounted read-only, trained in the step."""
     package = tmp_path / "gru-tokens"
@@ -244,7 +269,7 @@ def test_a_users_package_with_its_bytecode_caches_runs_as_a_slurm_cell(e2e_env, 
         "environments:\n  slurm-a: %s\n" % stack
         + "targets:\n  cluster:\n    device: cpu\n    cpus: 1\n"
         + "    slurm: {partition: %s, time: \"00:20:00\", shared_dir: %s}\n"
-        % (partition, tmp_path / "shared")
+        % (partition, shared)
         + "benchmark: {epochs: 1, repeats: 1, limit: 500, limit_test: 100, data: synthetic,"
           " workload: {file: gru-tokens, function: build}}\n")
     proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", tmp_path / "reports")
@@ -252,7 +277,7 @@ def test_a_users_package_with_its_bytecode_caches_runs_as_a_slurm_cell(e2e_env, 
     assert proc.returncode == 0, proc.stdout[-3000:]
     (record,) = _records(tmp_path / "reports")
     assert record["status"] == "ok", record.get("error")
-    (copy,) = (tmp_path / "shared" / "workloads").glob("*/gru-tokens")
+    (copy,) = (shared / "workloads").glob("*/gru-tokens")
     assert not (copy / "__pycache__").exists()
 
 
