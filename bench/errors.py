@@ -1,12 +1,14 @@
 """Every failure bench expects, and how any failure is told in a result's error section.
 
-Imports nothing: the CLI needs it before torch is imported, and a spawned ddp rank reports
-its failure through it to rank 0.
+Imports nothing but bench.common (the standard library): the CLI needs it before torch is
+imported, and a spawned ddp rank reports its failure through it to rank 0.
 """
 from __future__ import annotations
 
 import sys
 from typing import Dict
+
+from bench.common import first_line
 
 
 class DataError(Exception):
@@ -53,5 +55,5 @@ def is_expected(exc: BaseException) -> bool:
 def describe(exc: BaseException) -> Dict[str, str]:
     """The error section of a result: the failure's type and its message."""
     if is_out_of_memory(exc):
-        return {"type": OUT_OF_MEMORY, "message": str(exc).splitlines()[0][:500]}
+        return {"type": OUT_OF_MEMORY, "message": first_line(exc, 500)}
     return {"type": type(exc).__name__, "message": str(exc)}

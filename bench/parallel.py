@@ -25,6 +25,7 @@ import time
 import torch
 
 from bench import errors, result
+from bench.common import first_line
 from bench.compat import torch_version
 from bench.errors import RankFailed, UnsupportedOption
 
@@ -254,8 +255,7 @@ def run_ddp(config, record, world, train_fn):
             failure = _child_failure(folder, children)
             if failure is not None:
                 raise RankFailed("%s (rank 0 then failed with %s: %s)"
-                                 % (failure, type(exc).__name__, str(exc).splitlines()[0][:200]
-                                    if str(exc) else ""))
+                                 % (failure, type(exc).__name__, first_line(exc, 200)))
             raise
         _await(children, folder)
         failure = _child_failure(folder, children)

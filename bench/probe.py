@@ -18,6 +18,8 @@ from time import perf_counter
 import torch
 from torch.nn import functional
 
+from bench.common import first_line
+
 DTYPES = {"off": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Matmul sizes: n x n times n x n. A GPU needs large ones to fill its SMs; two CPU cores are
 # near their best by 1024 and 2048 costs 17 GFLOP a multiply.
@@ -91,7 +93,7 @@ def _best(kernel, sizes, device, dtype, budget, growth):
 
 def _failed(kind, dtype, exc):
     return "the probe's %s %s failed: %s" % (str(dtype).replace("torch.", ""), kind,
-                                              (str(exc).strip().splitlines() or [""])[0])
+                                              first_line(exc))
 
 
 def measure(device, amp):

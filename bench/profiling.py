@@ -19,6 +19,7 @@ from time import perf_counter
 import torch
 
 from bench.batches import rows
+from bench.common import first_line
 
 # Steps before the window (caches, autotuning, a compiled graph's first calls) and in it:
 # as many as last about WINDOW_TARGET_S (a 5 ms LeNet step alone would give a window too
@@ -155,7 +156,7 @@ def window(step, batches, device, trace_file, group=1, adapt=True):
             trace_bytes = _write_trace(prof, trace_file)
         except (ValueError, OSError) as exc:  # the ranked operators are kept either way
             note = "; ".join(x for x in (note, "the trace could not be written: %s"
-                                         % _first_line(exc)[:200]) if x)
+                                         % first_line(exc, 200)) if x)
             trace_file = None
     return {
         "steps": steps, "warmup_steps": warmup, "samples": samples,
@@ -166,14 +167,9 @@ def window(step, batches, device, trace_file, group=1, adapt=True):
     }
 
 
-def _first_line(exc):
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
 def failed(exc):
     """The profile section of a window that raised: no operators, and why."""
-    first = _first_line(exc)
+    first = first_line(exc)
     return {"steps": None, "warmup_steps": None, "samples": None, "window_s": None,
             "ranked_by": None, "total_s": None, "operators": [], "trace": None,
             "trace_bytes": None,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import urllib.parse
 from pathlib import Path
 from typing import TextIO
 
+from bench.common import http_url, without_credentials
 from envbench import enginereach, stopping
 from envbench.errors import BadInput, UserError
 
@@ -71,27 +71,15 @@ def index_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     setting then reaches noxw's uv, the locks, the wheel fetch and the doctor alike."""
     env = dict(os.environ if base is None else base)
     named = env.get("ENVBENCH_INDEX_URL")
-    if named and not _http_url(named):
+    if named and not http_url(named):
         # Said here, once, rather than as pip's traceback where pip is handed it.
         raise BadInput("ENVBENCH_INDEX_URL=%r is not an http(s) URL: give the package index's "
-                       "simple URL (https://…/simple)" % re.sub(r"//[^/]*@", "//…@",
-                                                                 named[:200]))
+                       "simple URL (https://…/simple)" % without_credentials(named[:200]))
     if named:
         env["PIP_INDEX_URL"] = named
         env["UV_DEFAULT_INDEX"] = named
         env.pop("UV_INDEX_URL", None)
     return env
-
-
-def _http_url(url: str) -> bool:
-    """An http(s) URL with a host, no whitespace or control characters, a valid port."""
-    if not url.startswith(("https://", "http://")) or any(ord(c) < 33 for c in url):
-        return False
-    try:
-        parts = urllib.parse.urlsplit(url)
-        return bool(parts.hostname) and (parts.port is None or parts.port > 0)
-    except ValueError:
-        return False
 
 
 def package_index() -> str | None:

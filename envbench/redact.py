@@ -4,16 +4,14 @@ function, called where text leaves the kit: an error's message, a line on the te
 record written to disk (and so the pages made from it)."""
 from __future__ import annotations
 
-import re
 from typing import Any
 
-# user:password@ or token@ right after a scheme's ://, anywhere in a text.
-_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+from bench.common import without_credentials
 
 
 def credentials(text: str) -> str:
     """``text`` with every URL's credentials replaced by ***."""
-    return _CREDENTIALS.sub("***@", text) if "://" in text else text
+    return without_credentials(text)
 
 
 def in_record(value: Any) -> Any:

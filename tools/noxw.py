@@ -36,6 +36,10 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # bench.common: standard library only, like this file
+from bench.common import http_url, without_credentials  # noqa: E402
+
 UV_VERSION = "0.13.9"
 # (wheel file, sha256, size in bytes) per platform, from the index's own listing of uv 0.13.9.
 UV_WHEELS = {
@@ -61,7 +65,6 @@ UV_WHEELS[("darwin", "aarch64", "")] = UV_WHEELS[("darwin", "arm64", "")]
 # The index an installed pip uses when nothing is configured, asked of that pip: the kit
 # writes no package registry's address of its own. pip's internal name, hence the guard.
 PIP_DEFAULT_QUERY = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
-ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "tools" / "noxw-requirements.txt"
 ATTEMPTS = 5
 
@@ -276,31 +279,18 @@ def configured_index(pip):
             or os.environ.get("UV_INDEX_URL") or pip.get("index-url"))
 
 
-def usable_url(url):
-    """An http(s) URL with a host that urllib can ask: no spaces or control characters, a
-    well-formed host and port ("[::1", ":99999" raise inside urllib, quoting the URL)."""
-    if not url.startswith(("https://", "http://")) or any(ord(c) < 33 or c == "\x7f"
-                                                          for c in url):
-        return False
-    try:
-        parts = urllib.parse.urlsplit(url)
-        return bool(parts.hostname) and (parts.port is None or parts.port > 0)
-    except ValueError:
-        return False
-
-
 def indexes(pip):
     if no_index(pip):
         return []
     named = os.environ.get("ENVBENCH_INDEX_URL")
-    if named and not usable_url(named):
+    if named and not http_url(named):
         # Quoted without its user:password@, which may be a token.
         raise NoxwError("ENVBENCH_INDEX_URL=%r is not an http(s) URL: give the package "
                         "index's simple URL (https://…/simple)"
-                        % re.sub(r"//[^/]*@", "//…@", named[:200]))
+                        % without_credentials(named[:200]))
     first = configured_index(pip) or pip_default_index()
     extra = (pip.get("extra-index-url") or "").split()
-    return [u for u in [first, *extra] if u and usable_url(u)]
+    return [u for u in [first, *extra] if u and http_url(u)]
 
 
 def credentials(url):

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from bench import batches
+from bench.common import first_line
 
 
 def count(model, example):
@@ -51,7 +52,7 @@ def _counted(counter, model, example, method):
         except Exception:  # a model the counter cannot follow: no figure, and why
             return {"forward": None, "train": None, "method": None,
                     "note": "not counted (%s: %s)" % (type(exc).__name__,
-                                                      str(exc).strip().split("\n")[0][:200])}
+                                                      first_line(exc, 200))}
     if not forward:
         return {"forward": None, "train": None, "method": None,
                 "note": "no convolution, linear layer or attention found to count"}

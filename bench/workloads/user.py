@@ -40,6 +40,7 @@ from torch import nn
 
 from bench import batches, workloads
 from bench import data as datasets
+from bench.common import first_line
 from bench.errors import WorkloadError
 from bench.workloads.base import Workload, cross_entropy
 
@@ -93,13 +94,8 @@ def _import(path):
     except Exception as exc:
         traceback.print_exc()
         raise WorkloadError("importing %s failed: %s: %s (traceback in the log)"
-                            % (os.path.basename(path), type(exc).__name__, _first_line(exc)))
+                            % (os.path.basename(path), type(exc).__name__, first_line(exc)))
     return module
-
-
-def _first_line(exc):
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else ""
 
 
 def _answers(inputs, targets):
@@ -190,7 +186,7 @@ class UserWorkload(Workload):
             traceback.print_exc()
             raise WorkloadError("%s() in %s raised %s: %s (traceback in the log)"
                                 % (self.function, os.path.basename(self.path),
-                                   type(exc).__name__, _first_line(exc)))
+                                   type(exc).__name__, first_line(exc)))
         self.built = self._checked(built)
 
     def _checked(self, built):
@@ -263,7 +259,7 @@ class UserWorkload(Workload):
             traceback.print_exc()
             raise WorkloadError("the loss of outputs %s and targets %s raised %s: %s"
                                 % (_shape(outputs), _shape(targets), type(exc).__name__,
-                                   _first_line(exc)))
+                                   first_line(exc)))
         if not isinstance(value, torch.Tensor) or value.numel() != 1:
             raise WorkloadError("the loss returned %s, not a scalar tensor"
                                 % (_shape(value) if isinstance(value, torch.Tensor)
@@ -326,7 +322,7 @@ class UserWorkload(Workload):
         except Exception as exc:
             traceback.print_exc()
             raise WorkloadError("optimizer() raised %s: %s" % (type(exc).__name__,
-                                                               _first_line(exc)))
+                                                               first_line(exc)))
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise WorkloadError("optimizer() returned a %s, not a torch.optim.Optimizer"
                                 % type(optimizer).__name__)

@@ -11,6 +11,7 @@ import os
 import time
 from typing import Any, TextIO
 
+from bench.common import first_line
 from envbench.cloud.launcher import LineStream, ProvisionFailed, Remote
 from envbench.errors import UserError
 from envbench.matrix.models import CONTAINER_INFRA, Cloud
@@ -36,7 +37,7 @@ def validated_task(config: dict[str, Any]) -> Any:
         return sky.Task.from_yaml_config(copy.deepcopy(config))
     except Exception as exc:  # SkyPilot raises several types for one bad field
         raise UserError("SkyPilot refuses the task for %s: %s"
-                        % (config.get("name"), str(exc).strip().splitlines()[0]))
+                        % (config.get("name"), first_line(exc, 500)))
 
 
 def catalog_dir() -> str:
@@ -115,7 +116,7 @@ class SkyLauncher:
         try:
             found = self.sky.get(sdk.check(infra_list=None, verbose=False))
         except Exception as exc:  # the API server's own failure, in its words
-            raise UserError("SkyPilot's `sky check` failed: %s" % _first_line(exc))
+            raise UserError("SkyPilot's `sky check` failed: %s" % first_line(exc, 500))
         enabled = set()
         for per_cloud in (found or {}).values():
             for name, capabilities in (per_cloud or {}).items():
@@ -151,7 +152,7 @@ class SkyLauncher:
         except UserError:
             raise
         except Exception as exc:  # no capacity, no credentials, quota: SkyPilot's own words
-            raise ProvisionFailed("%s: %s" % (type(exc).__name__, _first_line(exc)))
+            raise ProvisionFailed("%s: %s" % (type(exc).__name__, first_line(exc, 500)))
         finally:
             stream.flush()
         self._jobs[cluster] = job_id
@@ -196,6 +197,3 @@ def _field(record: Any, name: str) -> Any:
     return record[name] if isinstance(record, dict) else getattr(record, name)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:500] if text else "(no message)"
