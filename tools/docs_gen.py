@@ -158,7 +158,7 @@ def matrix_reference() -> str:
                 ("targets.NAME.cloud", "Cloud", ()),
                 ("targets.NAME.slurm", "Slurm", ()),
                 ("benchmark", "Benchmark", models.SWEEPABLE),
-                ("benchmark.workload (or an entry of a workload sweep)", "Workload", ()))
+                ("benchmark.workload (or an entry of a workload sweep)", "WorkloadChoice", ()))
     for title, model, sweepable in sections:
         doc = (getattr(models, model).__doc__ or "").strip().split("\n\n")[0]
         lines.append("## `%s`\n" % title)

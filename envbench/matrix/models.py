@@ -436,7 +436,7 @@ class Target(_Strict):
 WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 
 
-class Workload(_Strict):
+class WorkloadChoice(_Strict):
     """What a cell trains: a built-in workload by name, or the user's own (a file or folder
     beside the matrix and the function in it that builds it), with the settings that are
     its own (a batch size, limits); a matrix may write a built-in one as its bare name."""
@@ -456,7 +456,7 @@ class Workload(_Strict):
         return {"name": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _known(self) -> Workload:
+    def _known(self) -> WorkloadChoice:
         if self.file is None:
             if self.name is None:
                 raise ValueError("name a built-in workload (%s) or give file: for your own"
@@ -491,7 +491,7 @@ class Workload(_Strict):
         return self.file is None
 
 
-DEFAULT_WORKLOAD = Workload(name=catalog.DEFAULT)
+DEFAULT_WORKLOAD = WorkloadChoice(name=catalog.DEFAULT)
 
 
 class Settings(_Strict):
@@ -511,7 +511,7 @@ class Settings(_Strict):
     deterministic: Flag = False
     limit: Optional[Count] = None
     limit_test: Optional[Count] = None
-    workload: Workload = DEFAULT_WORKLOAD
+    workload: WorkloadChoice = DEFAULT_WORKLOAD
     # --batch-size is per device: dp and ddp train nproc x batch_size images per step.
     parallel: Literal["none", "dp", "ddp"] = "none"
     nproc: Optional[Count] = None
@@ -631,7 +631,7 @@ class Benchmark(Settings):
         return self
 
     @property
-    def workloads(self) -> tuple[Workload, ...]:
+    def workloads(self) -> tuple[WorkloadChoice, ...]:
         """Every workload the cells train: the swept ones, else the one."""
         return tuple(self.sweep.get("workload", (self.workload,)))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from bench import workloads as catalog
 from bench.errors import WorkloadError
 from envbench.errors import BadInput
-from envbench.matrix.models import Matrix, Workload
+from envbench.matrix.models import Matrix, WorkloadChoice
 
 # Where a user's workload appears in a cell's container (read-only).
 MOUNT_ROOT = "/workload"
@@ -58,7 +58,7 @@ class WorkloadPlan:
         return args
 
 
-def resolve(entry: Workload, matrix_dir: Path, where: str) -> WorkloadPlan:
+def resolve(entry: WorkloadChoice, matrix_dir: Path, where: str) -> WorkloadPlan:
     """One workload entry of the matrix, checked and hashed; ``where`` names its key."""
     if entry.builtin:
         info = catalog.info(entry.label)

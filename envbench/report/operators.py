@@ -39,10 +39,6 @@ class CellProfile:
     notes: list[str]
     repeats: int                 # profiled repeats the figures are medians of
 
-    @property
-    def share_total(self) -> float:
-        return sum(r.share or 0.0 for r in self.rows)
-
 
 @dataclass(frozen=True)
 class Moved:

@@ -150,6 +150,20 @@ def write_set(folder: Path, hostile: bool = False, failed: bool = True) -> list[
     return records
 
 
+def as_cpu_cell(record: dict, environment: str, repeat: int, threads: int = 2) -> dict:
+    """A result bench wrote natively (no host around it), given the cell section the host adds:
+    ``environment``'s ``repeat`` on a CPU target with ``threads``, on the synthetic set."""
+    record["cell"] = {
+        "environment": environment, "target": "cpu", "target_label": None,
+        "price_per_hour": None, "repeat": repeat, "variant": {}, "target_accuracy": None,
+        "id": "%s-%d" % (environment, repeat), "quick": False,
+        "resources": {"device": "cpu", "cpus": None, "cpuset": None, "threads": threads,
+                      "threads_from": "host", "host_cpus": 2, "memory": None, "swap": None,
+                      "gpus": None},
+        "data": {"source": "synthetic", "sha256": None}}
+    return record
+
+
 def viewed(records: list[dict[str, Any]]) -> list[Result]:
     """Records as the report reads them: checked by the contract, then the typed view."""
     return [Result.of(contract.check(copy.deepcopy(r))) for r in records]

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from report_fixture import as_cpu_cell
 
 from envbench.report import efficiency, pages
 from envbench.report.formats import flop_rate
@@ -34,18 +35,6 @@ def _debian_torch() -> bool:
         [DEBIAN_PYTHON, "-c", "import torch"], capture_output=True).returncode == 0
 
 
-def _cell(record: dict, environment: str, repeat: int) -> dict:
-    record["cell"] = {
-        "environment": environment, "target": "cpu", "target_label": None,
-        "price_per_hour": None, "repeat": repeat, "variant": {}, "target_accuracy": None,
-        "id": "%s-%d" % (environment, repeat), "quick": False,
-        "resources": {"device": "cpu", "cpus": None, "cpuset": None, "threads": 2,
-                      "threads_from": "host", "host_cpus": 2, "memory": None, "swap": None,
-                      "gpus": None},
-        "data": {"source": "synthetic", "sha256": None}}
-    return record
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not _debian_torch():
@@ -59,7 +48,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
             subprocess.run([python, "-m", "bench", *LENET, "--out", str(out)], cwd=ROOT,
                            check=True, capture_output=True, timeout=300,
                            env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
-            store.write(out, _cell(json.loads(out.read_text()), environment, repeat))
+            store.write(out, as_cpu_cell(json.loads(out.read_text()), environment, repeat))
     return folder
 
 

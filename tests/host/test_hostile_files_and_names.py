@@ -1,4 +1,4 @@
-"""Hostile input, round 4: compare's gate cannot be bent, no small input costs minutes or
+"""Hostile files and names: compare's gate cannot be bent, no small input costs minutes or
 gigabytes, a finished result is never lost, names cannot impersonate, and a parse error is
 one sentence. Every case runs on real files (and a real small file system where the disk
 must be full)."""

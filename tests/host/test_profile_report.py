@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from report_fixture import as_cpu_cell
 
 from envbench.options import Options
 from envbench.report import compare, pages
@@ -32,25 +33,13 @@ FAST = ["--threads", "2", "--batch-size", "256", "--limit", "4096"]
 SLOW = ["--threads", "1", "--batch-size", "512", "--limit", "8192"]
 
 
-def _cell(record: dict, environment: str, repeat: int, threads: int) -> dict:
-    record["cell"] = {
-        "environment": environment, "target": "cpu", "target_label": None,
-        "price_per_hour": None, "repeat": repeat, "variant": {}, "target_accuracy": None,
-        "id": "%s-%d" % (environment, repeat), "quick": False,
-        "resources": {"device": "cpu", "cpus": None, "cpuset": None, "threads": threads,
-                      "threads_from": "host", "host_cpus": 2, "memory": None, "swap": None,
-                      "gpus": None},
-        "data": {"source": "synthetic", "sha256": None}}
-    return record
-
-
 def _run(folder: Path, stem: str, how: list[str], environment: str, repeat: int) -> Path:
     out = folder / ("%s.json" % stem)
     subprocess.run([sys.executable, "-m", "bench", *LENET, *how, "--out", str(out)],
                    cwd=ROOT, check=True, capture_output=True, timeout=300)
     record = json.loads(out.read_text())
     threads = int(how[how.index("--threads") + 1])
-    store.write(out, _cell(record, environment, repeat, threads))
+    store.write(out, as_cpu_cell(record, environment, repeat, threads))
     return out
 
 
