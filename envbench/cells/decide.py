@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.summary import steady
 from envbench import stats
 from envbench.cells.expansion import Cell
 from envbench.results.identity import variant_text
@@ -46,8 +47,7 @@ def clean_repeats(records: Sequence[dict[str, Any]]) -> list[list[float]]:
         if r.get("status") != "ok" or not r.get("epochs") or (r.get("noise") or {}).get(
                 "contended"):
             continue
-        epochs = r["epochs"][1:] or r["epochs"]
-        out.append([e["wall_s"] for e in epochs])
+        out.append([e["wall_s"] for e in steady(r["epochs"])])
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,18 @@ EFFECT_BASELINES: dict[str, Any] = {"amp": "off", "pipeline": "classic", "compil
 # The workloads that are an optimisation of LeNet (the write-up's lighter models): another
 # workload is another job, whose epoch against LeNet's says nothing about an option.
 LIGHTER_LENETS = ("lenet-gap", "lenet-dws")
+
+
+# The figures a group shows as the median over its measured repeats: what each is of one
+# repeat (None where a repeat has none: a loss-scored workload's accuracy).
+PER_REPEAT: dict[str, Callable[[Result], float | None]] = {
+    "first_epoch_s": lambda r: r.epochs[0].wall_s,
+    "samples_per_s": lambda r: r.summary.samples_per_s,
+    "units_per_s": lambda r: r.units_per_s,
+    "final_loss": lambda r: r.summary.final_test_loss,
+    "final_acc": lambda r: r.summary.final_test_acc,
+    "run_s": lambda r: sum(e.wall_s + (e.test_s or 0.0) for e in r.epochs),
+}
 
 
 def reads_a_data_set(record: Result) -> bool:
@@ -290,34 +302,31 @@ class Group:
     def noisy(self) -> bool:
         return self.cv is not None and self.cv > NOISY_CV
 
+    def over_repeats(self, figure: str) -> float | None:
+        """A figure of PER_REPEAT, as the median over the measured repeats that have it."""
+        values = [v for v in map(PER_REPEAT[figure], self.measured) if v is not None]
+        return stats.median(values) if values else None
+
     @property
     def first_epoch_s(self) -> float | None:
-        firsts = [r.epochs[0].wall_s for r in self.measured]
-        return stats.median(firsts) if firsts else None
+        return self.over_repeats("first_epoch_s")
 
     @property
     def samples_per_s(self) -> float | None:
-        rates = [r.summary.samples_per_s for r in self.measured
-                 if r.summary.samples_per_s is not None]
-        return stats.median(rates) if rates else None
+        return self.over_repeats("samples_per_s")
 
     @property
     def units_per_s(self) -> float | None:
-        """Throughput in the workload's unit (tokens/s for a GPT): median over repeats."""
-        rates = [r.units_per_s for r in self.measured if r.units_per_s is not None]
-        return stats.median(rates) if rates else None
+        """Throughput in the workload's unit (tokens/s for a GPT)."""
+        return self.over_repeats("units_per_s")
 
     @property
     def final_loss(self) -> float | None:
-        losses = [r.summary.final_test_loss for r in self.measured
-                  if r.summary.final_test_loss is not None]
-        return stats.median(losses) if losses else None
+        return self.over_repeats("final_loss")
 
     @property
     def final_acc(self) -> float | None:
-        accs = [r.summary.final_test_acc for r in self.measured
-                if r.summary.final_test_acc is not None]
-        return stats.median(accs) if accs else None
+        return self.over_repeats("final_acc")
 
     @property
     def phases(self) -> dict[str, float]:
@@ -352,9 +361,8 @@ class Group:
 
     @property
     def run_s(self) -> float | None:
-        """Median over repeats of a whole run: every epoch and its evaluation."""
-        runs = [sum(e.wall_s + (e.test_s or 0.0) for e in r.epochs) for r in self.measured]
-        return stats.median(runs) if runs else None
+        """A whole run: every epoch and its evaluation."""
+        return self.over_repeats("run_s")
 
     @property
     def cost_per_epoch(self) -> float | None:

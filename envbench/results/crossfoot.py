@@ -17,6 +17,7 @@ import unicodedata
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from bench.summary import steady
 from envbench import files
 from envbench.matrix.grammars import size_bytes
 
@@ -103,8 +104,8 @@ def _count(record: dict[str, Any]) -> str | None:
 
 
 def _summary(record: dict[str, Any]) -> str | None:
-    """The summary's figures against the epochs they are computed from (bench/summary.py):
-    the steady epochs are those after the first, or the only one."""
+    """The summary's figures against the epochs they are computed from, by bench's own rule
+    for which epochs are steady (bench/summary.py)."""
     epochs = record.get("epochs") or []
     summary = record.get("summary") or {}
     if record.get("status") != "ok" or not epochs:
@@ -112,10 +113,10 @@ def _summary(record: dict[str, Any]) -> str | None:
     walls = [_number(e.get("wall_s")) or 0.0 for e in epochs]
     rates = [_number(e.get("samples_per_s")) or 0.0 for e in epochs]
     checks = (
-        ("epoch_s_median", statistics.median(walls[1:] or walls),
+        ("epoch_s_median", statistics.median(steady(walls)),
          "the median of its steady epochs' walls"),
         ("first_epoch_s", walls[0], "its first epoch's wall"),
-        ("samples_per_s", statistics.median(rates[1:] or rates),
+        ("samples_per_s", statistics.median(steady(rates)),
          "the median of its steady epochs' samples/s"),
     )
     for key, expected, what in checks:

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from bench.summary import steady
 from envbench.results import identity
 from envbench.results.identity import DataIdentity, Identity
 
@@ -303,7 +304,7 @@ class Result:
     @property
     def steady_epochs(self) -> tuple[Epoch, ...]:
         """The epochs after the warm-up one (the only one, if that is all there is)."""
-        return self.epochs[1:] or self.epochs
+        return tuple(steady(self.epochs))
 
     @cached_property
     def identity(self) -> Identity:
