@@ -33,8 +33,8 @@ def plain_loop(args: argparse.Namespace) -> list[float]:
     from torch import nn, optim
 
     from bench.data import synthetic
-    from bench.model import LeNet
     from bench.pipelines import CifarDataset
+    from bench.workloads.lenet import LeNet
 
     torch.manual_seed(args.seed)
     (train_x, train_y), _ = synthetic(args.seed, limit=args.limit, limit_test=1)

@@ -33,16 +33,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bench import workloads  # noqa: E402
+
 # Per workload, sized for a 2-core CPU: (train samples, test samples, batch size).
-SIZES = {
-    "lenet": (20000, 256, 256),
-    "lenet-gap": (20000, 256, 256),
-    "lenet-dws": (20000, 256, 256),
-    "resnet18-cifar": (512, 128, 128),
-    "resnet50": (32, 16, 16),
-    "gpt-tiny": (256, 32, 32),
-    "gpt2-small": (4, 4, 4),
-}
+SIZES = {name: workloads.info(name).cpu_bench for name in workloads.NAMES}
 
 
 def bench_args(name: str, args: argparse.Namespace) -> list[str]:

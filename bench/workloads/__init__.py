@@ -22,27 +22,41 @@ from bench.errors import WorkloadError
 
 
 class Info(object):
-    """A built-in workload as the catalog knows it, without torch.
+    """A built-in workload as the catalog knows it, without torch: everything the host, the
+    report, the tests and the benchmarks need to know of it, in one place. Its model, data
+    and loss are the module ``bench.workloads.<module>``'s ``make(info, config)``.
 
     data: "cifar10" for workloads that train on CIFAR-10 (or its seeded stand-in with
     --synthetic), "synthetic" for those whose data is always seeded and generated (there is
     no data set the kit can have for them)."""
 
     def __init__(self, name, module, unit, data, batch_size, lr, momentum, about,
-                 lr_batch=None, quick=(5000, 1000)):
+                 weight_decay=0.0, lr_batch=None, quick=(5000, 1000), variant_of=None,
+                 smoke=(512, 256, 64), cpu_bench=(20000, 256, 256)):
         self.name = name
         self.module = module
         self.unit = unit
         self.data = data
         self.batch_size = batch_size
         self.lr = lr
-        self.momentum = momentum
+        self.momentum = momentum    # SGD's momentum; AdamW's beta1 for the GPTs
         self.about = about
+        # Decoupled for AdamW (the GPTs: on matrices only), L2 in SGD's update otherwise.
+        self.weight_decay = weight_decay
         # lr is for this global batch and scales linearly with it (Goyal et al. 2017, as
         # NVIDIA's ResNet-50 recipe does); None: lr as it is at any batch.
         self.lr_batch = lr_batch
         # --quick's train and test limits: one short epoch, to check a matrix in minutes.
         self.quick = quick
+        # The workload this one is an optimisation of (the write-up's lighter LeNets): the
+        # report measures it against that one as an option. None: a job of its own, whose
+        # epoch against another workload's says nothing about an option.
+        self.variant_of = variant_of
+        # (train samples, test samples, batch): the smallest run that trains every part
+        # (tests/bench/test_workloads.py), and a steady epoch of a few seconds on a 2-core CPU
+        # (benchmarks/workloads_cpu.py).
+        self.smoke = smoke
+        self.cpu_bench = cpu_bench
 
 
 _ENTRIES = [
@@ -51,24 +65,27 @@ _ENTRIES = [
     Info("lenet", "lenet", "images", "cifar10", 256, 0.001, 0.9,
          "the PyTorch CIFAR-10 tutorial's LeNet (62 k parameters), the write-up's model"),
     Info("lenet-gap", "lenet", "images", "cifar10", 256, 0.001, 0.9,
-         "LeNet with global average pooling in place of its fully connected layers"),
+         "LeNet with global average pooling in place of its fully connected layers",
+         variant_of="lenet"),
     Info("lenet-dws", "lenet", "images", "cifar10", 256, 0.001, 0.9,
-         "LeNet with depthwise separable convolutions"),
+         "LeNet with depthwise separable convolutions", variant_of="lenet"),
     Info("resnet18-cifar", "resnet", "images", "cifar10", 128, 0.1, 0.9,
          "ResNet-18 in its CIFAR form (3x3 stem, no max-pool; 11.2 M parameters) on CIFAR-10, "
-         "SGD with weight decay 5e-4, lr 0.1 per 256 images of batch", lr_batch=256),
+         "SGD with weight decay 5e-4, lr 0.1 per 256 images of batch", weight_decay=5e-4,
+         lr_batch=256, smoke=(64, 32, 32), cpu_bench=(512, 128, 128)),
     Info("resnet50", "resnet", "images", "synthetic", 64, 0.1, 0.9,
          "ResNet-50 v1.5 (25.6 M parameters) on seeded ImageNet-shaped images (3x224x224, "
          "1000 classes), as Lambda's benchmark runs it; SGD with weight decay 1e-4, lr 0.1 "
-         "per 256 images of batch", lr_batch=256, quick=(256, 64)),
-    # momentum is AdamW's beta1 for the GPTs.
+         "per 256 images of batch", weight_decay=1e-4, lr_batch=256, quick=(256, 64),
+         smoke=(4, 2, 2), cpu_bench=(32, 16, 16)),
     Info("gpt-tiny", "gpt", "tokens", "synthetic", 32, 1e-3, 0.9,
          "a GPT-2-style decoder small enough for a CPU cell (4 layers, width 192, 128 "
          "tokens, vocabulary 512, 1.9 M parameters) on seeded synthetic tokens, AdamW",
-         quick=(512, 128)),
+         weight_decay=0.1, quick=(512, 128), smoke=(16, 8, 8), cpu_bench=(256, 32, 32)),
     Info("gpt2-small", "gpt", "tokens", "synthetic", 8, 6e-4, 0.9,
          "GPT-2 small's shape (12 layers, width 768, 1024 tokens, 124 M parameters) on "
-         "seeded synthetic tokens, AdamW as nanoGPT trains it", quick=(32, 8)),
+         "seeded synthetic tokens, AdamW as nanoGPT trains it", weight_decay=0.1,
+         quick=(32, 8), smoke=(2, 1, 1), cpu_bench=(4, 4, 4)),
 ]
 BUILTIN = OrderedDict((info.name, info) for info in _ENTRIES)
 NAMES = tuple(BUILTIN)

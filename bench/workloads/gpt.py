@@ -20,6 +20,7 @@ nanoGPT's betas (0.9, 0.95) and weight decay 0.1 on the matrices.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -28,10 +29,25 @@ from torch.nn import functional as F
 from bench import data as datasets
 from bench.workloads.base import Workload
 
-SIZES = {
-    # layers, width, heads, sequence length, vocabulary, train / test sequences
-    "gpt-tiny": (4, 192, 6, 128, 512, 2048, 256),
-    "gpt2-small": (12, 768, 12, 1024, 50304, 1024, 64),
+
+@dataclass(frozen=True)
+class GPTShape:
+    """One GPT's shape and its synthetic data set, by name (nanoGPT's GPTConfig, smaller)."""
+
+    layers: int        # transformer blocks
+    width: int         # embedding width (n_embd)
+    heads: int         # attention heads; width divides by them
+    length: int        # tokens per sequence (the context: one sample)
+    vocabulary: int    # token ids; GPT-2's 50257 padded to 50304, a multiple of 64, as nanoGPT
+    train: int         # synthetic train sequences (before --limit)
+    test: int          # synthetic test sequences (before --limit-test)
+
+
+SHAPES = {
+    "gpt-tiny": GPTShape(layers=4, width=192, heads=6, length=128, vocabulary=512,
+                         train=2048, test=256),
+    "gpt2-small": GPTShape(layers=12, width=768, heads=12, length=1024, vocabulary=50304,
+                           train=1024, test=64),
 }
 
 
@@ -107,6 +123,11 @@ class GPT(nn.Module):
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
 
+    @classmethod
+    def of(cls, shape, fused):
+        """The model of a GPTShape; ``fused``: attention through scaled_dot_product_attention."""
+        return cls(shape.layers, shape.width, shape.heads, shape.length, shape.vocabulary, fused)
+
     def forward(self, tokens):
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.token(tokens) + self.position(positions)
@@ -120,36 +141,35 @@ class GPTWorkload(Workload):
 
     def __init__(self, info, config):
         super().__init__(info, config)
-        (self.layers, self.width, self.heads, self.length, self.vocab, self.train_size,
-         self.test_size) = SIZES[info.name]
-        self.units_per_sample = self.length
+        self.shape = SHAPES[info.name]
+        self.units_per_sample = self.shape.length
         self.attention = "sdpa" if has_fused_attention() else "explicit"
 
     def data(self):
-        config = self.config
-        return datasets.synthetic_tokens(config["seed"], self.vocab, self.length,
-                                         self.train_size, self.test_size,
+        config, shape = self.config, self.shape
+        return datasets.synthetic_tokens(config["seed"], shape.vocabulary, shape.length,
+                                         shape.train, shape.test,
                                          limit=config["limit"], limit_test=config["limit_test"])
 
     def model(self):
-        return GPT(self.layers, self.width, self.heads, self.length, self.vocab,
-                   self.attention == "sdpa")
+        return GPT.of(self.shape, self.attention == "sdpa")
 
     def optimizer(self, parameters):
         parameters = [p for p in parameters if p.requires_grad]
         # Weight decay on the matrices (embeddings and linear weights), not on biases and
         # layer norms, as nanoGPT and GPT-2 do.
-        groups = [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": 0.1},
+        groups = [{"params": [p for p in parameters if p.dim() >= 2],
+                   "weight_decay": self.info.weight_decay},
                   {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
         return torch.optim.AdamW(groups, lr=self.config["lr"],
                                  betas=(self.config["momentum"], 0.95))
 
     def example(self, batch=1):
-        return torch.zeros(batch, self.length, dtype=torch.int64)
+        return torch.zeros(batch, self.shape.length, dtype=torch.int64)
 
     def describe_extra(self):
-        return {"attention": self.attention, "sequence_length": self.length,
-                "vocabulary": self.vocab}
+        return {"attention": self.attention, "sequence_length": self.shape.length,
+                "vocabulary": self.shape.vocabulary}
 
 
 def make(info, config):

@@ -116,14 +116,10 @@ IMAGENET_TEST = 512
 
 
 class ResNetWorkload(Workload):
-    def __init__(self, info, config, weight_decay):
-        super().__init__(info, config)
-        self.weight_decay = weight_decay
-
     def optimizer(self, parameters):
         return torch.optim.SGD(parameters, lr=self.config["lr"],
                                momentum=self.config["momentum"],
-                               weight_decay=self.weight_decay)
+                               weight_decay=self.info.weight_decay)
 
 
 class ResNet18Cifar(ResNetWorkload):
@@ -148,7 +144,8 @@ class ResNet50(ResNetWorkload):
         return torch.zeros(batch, 3, 224, 224)
 
 
+WORKLOADS = {"resnet18-cifar": ResNet18Cifar, "resnet50": ResNet50}
+
+
 def make(info, config):
-    if info.name == "resnet18-cifar":
-        return ResNet18Cifar(info, config, weight_decay=5e-4)
-    return ResNet50(info, config, weight_decay=1e-4)
+    return WORKLOADS[info.name](info, config)

@@ -29,9 +29,11 @@ EFFECT_BASELINES: dict[str, Any] = {"amp": "off", "pipeline": "classic", "compil
                                     "channels_last": False, "accumulate": 1, "workers": 2,
                                     "workload": "lenet", "pin_memory": "off",
                                     "non_blocking": "off"}
-# The workloads that are an optimisation of LeNet (the write-up's lighter models): another
-# workload is another job, whose epoch against LeNet's says nothing about an option.
-LIGHTER_LENETS = ("lenet-gap", "lenet-dws")
+# The workloads that are an optimisation of LeNet (the catalog's variants of it: the
+# write-up's lighter models): another workload is another job, whose epoch against LeNet's
+# says nothing about an option.
+LIGHTER_LENETS = tuple(info.name for info in catalog.BUILTIN.values()
+                       if info.variant_of == EFFECT_BASELINES["workload"])
 
 
 # The figures a group shows as the median over its measured repeats: what each is of one
@@ -58,6 +60,8 @@ def reads_a_data_set(record: Result) -> bool:
 def is_effect(option: str, value: Any) -> bool:
     """Whether ``value`` of a swept ``option`` is an optimisation of its baseline value."""
     return option != "workload" or value in LIGHTER_LENETS
+
+
 FINGERPRINT_KEYS = ("torch", "torchvision", "cuda", "cudnn", "python", "driver", "device_name",
                     "gpu_count", "compute_capability", "cpu_model", "cpu_count", "threads")
 # The cell's resources as the host planned them (rows of the fingerprint table).

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench import model as lenets
 from bench.workloads import flops, gpt, resnet
+from bench.workloads import lenet as lenets
 
 
 def _conv(c_in, c_out, k, out_hw, groups=1):

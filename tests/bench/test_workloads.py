@@ -15,28 +15,27 @@ from bench.workloads import gpt
 
 SMALL = ("--device", "cpu", "--synthetic", "--pipeline", "resident", "--epochs", "2")
 
-# (workload, limits and batch, parameters as the architectures define them, unit, per sample)
+# (workload, parameters as the architectures define them, unit, per sample); each runs at its
+# catalog's smoke sizes (train, test, batch). gpt2-small is built below, not trained.
 RUNS = [
-    ("lenet", ("--limit", "512", "--limit-test", "256", "--batch-size", "64"), 62006,
-     "images", 1),
-    ("lenet-gap", ("--limit", "512", "--limit-test", "256", "--batch-size", "64"),
-     sum(p for p, _ in LENETS["lenet-gap"]), "images", 1),
-    ("lenet-dws", ("--limit", "512", "--limit-test", "256", "--batch-size", "64"),
-     sum(p for p, _ in LENETS["lenet-dws"]), "images", 1),
-    ("resnet18-cifar", ("--limit", "64", "--limit-test", "32", "--batch-size", "32"),
-     11173962, "images", 1),
-    ("resnet50", ("--limit", "4", "--limit-test", "2", "--batch-size", "2"), 25557032,
-     "images", 1),
-    ("gpt-tiny", ("--limit", "16", "--limit-test", "8", "--batch-size", "8"), 1902720,
-     "tokens", 128),
+    ("lenet", 62006, "images", 1),
+    ("lenet-gap", sum(p for p, _ in LENETS["lenet-gap"]), "images", 1),
+    ("lenet-dws", sum(p for p, _ in LENETS["lenet-dws"]), "images", 1),
+    ("resnet18-cifar", 11173962, "images", 1),
+    ("resnet50", 25557032, "images", 1),
+    ("gpt-tiny", 1902720, "tokens", 128),
 ]
 
 
-@pytest.mark.parametrize("name,limits,parameters,unit,per_sample", RUNS,
-                         ids=[r[0] for r in RUNS])
-def test_each_builtin_workload_trains_and_records_what_it_is(tmp_path, name, limits,
-                                                             parameters, unit, per_sample):
-    code, record, out = run_bench(tmp_path, *SMALL, "--workload", name, *limits)
+def smoke(name: str) -> tuple[str, ...]:
+    train, test, batch = workloads.info(name).smoke
+    return ("--limit", str(train), "--limit-test", str(test), "--batch-size", str(batch))
+
+
+@pytest.mark.parametrize("name,parameters,unit,per_sample", RUNS, ids=[r[0] for r in RUNS])
+def test_each_builtin_workload_trains_and_records_what_it_is(tmp_path, name, parameters, unit,
+                                                             per_sample):
+    code, record, out = run_bench(tmp_path, *SMALL, "--workload", name, *smoke(name))
     assert code == 0, out
     model = record["model"]
     assert record["config"]["workload"] == model["name"] == name
@@ -48,17 +47,21 @@ def test_each_builtin_workload_trains_and_records_what_it_is(tmp_path, name, lim
     assert model["flops"]["method"] in ("flop_counter", "hooks")
     assert model["quality"] == ("loss" if unit == "tokens" else "accuracy")
     last = record["epochs"][-1]
-    assert last["samples"] == int(limits[1]) and last["test_loss"] > 0
+    assert last["samples"] == workloads.info(name).smoke[0] and last["test_loss"] > 0
     assert record["summary"]["final_test_loss"] == last["test_loss"]
     assert 0 <= last["test_acc"] <= 1
     # The progress line counts in the workload's unit: a GPT's sequences are its tokens.
     assert out.count("tok/s" if unit == "tokens" else "img/s") == 2, out
 
 
+def test_every_builtin_workload_is_trained_here_or_built_below():
+    assert {r[0] for r in RUNS} | {"gpt2-small"} == set(workloads.NAMES)
+
+
 def test_gpt2_small_is_gpt2_small():
     """124 M parameters (GPT-2 small's, with its vocabulary padded to 50304 as nanoGPT
     does), a 1024-token context; built, not trained (a CPU step takes seconds)."""
-    net = gpt.GPT(*gpt.SIZES["gpt2-small"][:5], fused=False)
+    net = gpt.GPT.of(gpt.SHAPES["gpt2-small"], fused=False)
     assert sum(p.numel() for p in net.parameters()) == 124475904
     assert net.position.num_embeddings == 1024 and net.head.weight is net.token.weight
 
