@@ -137,8 +137,45 @@ def run(config, record):
 
 
 def train(config, record, world, store_path=None):
-    """One rank's run (the only one outside ddp). Rank 0 fills ``record``; under ddp the
-    others train their shard and send rank 0 their epoch figures."""
+    """One rank's run (the only one outside ddp), in its stages. Rank 0 fills ``record``;
+    under ddp the others train their shard and send rank 0 their epoch figures."""
+    run = setup(config, record, world, store_path)
+    build(run, record)
+    run.micro_step = train_step(run)
+    for epoch in range(config["epochs"]):
+        train_epoch(run, record, epoch)
+    for measure in AFTER_RUN:
+        measure(run, record)
+    parallel.barrier(world)  # the others wait for rank 0's test pass before leaving
+    parallel.finish(world, run.model, run.wrapped)
+    return record
+
+
+class Run(object):
+    """What one rank's run holds between its stages: set by setup() and build(), read by the
+    train step, the epoch loop and the after-run measurements."""
+
+    def __init__(self, config, world, device, workload):
+        self.config = config
+        self.world = world
+        self.device = device
+        self.workload = workload
+        self.quantize_eval = config["quantize_eval"] != "off"
+        self.accumulate = config["accumulate"]
+        self.non_blocking = config["non_blocking"] == "on"
+        # build():
+        self.pipeline = self.net = self.wrapped = self.model = self.test_model = None
+        self.optimizer = self.autocast = self.scaler = self.clock = None
+        self.common_steps = 0
+        # train_step(), the epochs and the after-run measurements:
+        self.micro_step = None
+        self.forward_dtype = None  # what autocast did, not what was asked
+        self.device_peaks = None
+
+
+def setup(config, record, world, store_path):
+    """The device, determinism, the workload and its options, threads, seeds, the peak
+    memory counters, the stack's fingerprint and, under ddp, the rendezvous."""
     if world.distributed and world.device_index is not None:
         device = torch.device("cuda", world.device_index)
         select_device("cuda")
@@ -159,51 +196,63 @@ def train(config, record, world, store_path=None):
             torch.cuda.reset_peak_memory_stats(index)
     record["env"] = fingerprint.collect(device)
     record["parallel"] = world.record(config["batch_size"], threads)
-    quantize_eval = config["quantize_eval"] != "off"
-    if quantize_eval:
+    run = Run(config, world, device, workload)
+    if run.quantize_eval:
         quantize.quantize_dynamic_fn()  # a clear error now, not after the training
     if world.distributed:
         joined = perf_counter()
         parallel.join_group(world, store_path)
         record["parallel"]["rendezvous_s"] = round(perf_counter() - joined, 6)
+    return run
 
-    # The tutorial's hyper-parameters are the CLI's defaults (bench/cli.py), in one place.
-    accumulate = config["accumulate"]
+
+def build(run, record):
+    """Data, pipeline, then the model: the order in which they draw from the seeded RNG; then
+    the wrappers (channels_last, dp/ddp, compile), the optimizer and the phase clock. The
+    tutorial's hyper-parameters are the CLI's defaults (bench/cli.py), in one place."""
+    config, world, device, workload = run.config, run.world, run.device, run.workload
     loader_batch = config["batch_size"] * (world.size if world.mode == "dp" else 1)
-    non_blocking = config["non_blocking"] == "on"
-    autocast = compat.autocast_factory(device, config["amp"])
-    scaler = compat.grad_scaler(device, config["amp"])
-    # Data, pipeline, then the model: the order in which they draw from the seeded RNG.
+    run.autocast = compat.autocast_factory(device, config["amp"])
+    run.scaler = compat.grad_scaler(device, config["amp"])
     train_set, test_set = workload.data()
-    pipeline = PIPELINES[config["pipeline"]](
+    run.pipeline = PIPELINES[config["pipeline"]](
         train_set, test_set, device, loader_batch, config["workers"], config["seed"],
         pin_memory=config["pin_memory"] == "on",
         shard=(world.rank, world.size) if world.distributed else None,
         inputs=workload.inputs)
-    record["parallel"]["repeated_samples_per_epoch"] = pipeline.repeated_per_epoch()
+    record["parallel"]["repeated_samples_per_epoch"] = run.pipeline.repeated_per_epoch()
     net = workload.model().to(device)
     if config["channels_last"]:
         net = net.to(memory_format=torch.channels_last)
-    wrapped = parallel.wrap(net, world, autocast if config["amp"] != "off" else None)
-    model = compat.compile_model(wrapped, config["compile"])
+    run.net = net
+    run.wrapped = parallel.wrap(net, world, run.autocast if config["amp"] != "off" else None)
+    run.model = compat.compile_model(run.wrapped, config["compile"])
     # Outside ddp the test pass uses the model as trained (compiled too); under ddp rank 0
     # tests alone, so it calls the network itself, which needs no other rank.
-    test_model = net if world.distributed else model
-    criterion = workload.loss
-    optimizer = workload.optimizer(net.parameters())
-    clock = PhaseClock(cuda=device.type == "cuda")
-    forward_dtype = None
+    run.test_model = net if world.distributed else run.model
+    run.optimizer = workload.optimizer(net.parameters())
+    run.clock = PhaseClock(cuda=device.type == "cuda")
     # Every micro-step syncs outside ddp's accumulation: no_sync is never asked for.
-    common_steps = pipeline.common_steps() if world.mode == "ddp" and accumulate > 1 else 0
+    run.common_steps = run.pipeline.common_steps() \
+        if world.mode == "ddp" and run.accumulate > 1 else 0
+
+
+def train_step(run):
+    """The train step, the same in the timed epochs and in the profile window: a function
+    over the run's parts, bound once here so the timed loop reads no attribute of ``run``."""
+    config, world, device = run.config, run.world, run.device
+    model, wrapped, optimizer, scaler = run.model, run.wrapped, run.optimizer, run.scaler
+    criterion, autocast = run.workload.loss, run.autocast
+    accumulate, common_steps, non_blocking = run.accumulate, run.common_steps, run.non_blocking
+    channels_last = config["channels_last"]
 
     def micro_step(inputs, targets, index, clock, loss_sum):
-        """One micro-step, the same in the timed epochs and in the profile window: copy,
-        forward, backward, and the optimizer where an accumulation group ends. Returns
-        whether it synchronised gradients and the forward's output dtype (None where the
-        outputs hold no floating-point tensor)."""
+        """One micro-step: copy, forward, backward, and the optimizer where an accumulation
+        group ends. Returns whether it synchronised gradients and the forward's output dtype
+        (None where the outputs hold no floating-point tensor)."""
         inputs = batches.move(inputs, device, non_blocking)
         targets = batches.move(targets, device, non_blocking)
-        if config["channels_last"]:
+        if channels_last:
             inputs = batches.channels_last(inputs)
         clock.mark("h2d")
         # Under ddp a micro-step inside an accumulation group keeps its gradients
@@ -225,92 +274,140 @@ def train(config, record, world, store_path=None):
         floating = batches.floating(outputs)
         return sync, floating.dtype if floating is not None else None
 
-    for epoch in range(config["epochs"]):
-        loss_sum = torch.zeros((), device=device)
-        steps = samples = grad_syncs = 0
-        optimizer.zero_grad(set_to_none=True)
-        parallel.barrier(world)  # every rank starts the epoch's clock together
-        start = perf_counter()
-        clock.start_epoch()
-        # A rank whose shard ran out early keeps answering the others' gradient all-reduces.
-        with (wrapped.join() if world.distributed else contextlib.nullcontext()):
-            for inputs, targets in pipeline.train_batches(epoch):
-                clock.mark("data")
-                sync, dtype = micro_step(inputs, targets, steps, clock, loss_sum)
-                if forward_dtype is None and dtype is not None:
-                    # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
-                    forward_dtype = str(dtype).replace("torch.", "")
-                steps += 1
-                grad_syncs += sync
-                samples += batches.rows(inputs)
-            if steps % accumulate:  # the epoch's last, short accumulation group
-                _step(optimizer, scaler)
-                clock.mark("optimizer")
-        clock.synchronize()
-        wall = perf_counter() - start
-        phases = clock.resolve()
-        gathered = parallel.gather(world, [wall, samples, steps, grad_syncs]
-                                   + [phases[p] for p in result.PHASES])
-        ranks = [{"rank": rank, "wall_s": round(row[0], 6), "samples": int(row[1]),
-                  "steps": int(row[2]), "grad_syncs": int(row[3]),
-                  "phases_s": {p: round(v, 6) for p, v in zip(result.PHASES, row[4:])}}
-                 for rank, row in enumerate(gathered)]
-        if not world.main:
-            continue
-        train_loss = result.finite_or_none((loss_sum / max(steps, 1)).item())
-        if train_loss is None and workload.source == "file":
-            raise WorkloadError("the training loss was not finite (NaN or infinite) in epoch "
-                                "%d of %d: the model diverged or the loss is broken"
-                                % (epoch + 1, config["epochs"]))
-        test_start = perf_counter()
-        accuracy, test_loss = evaluate(test_model, pipeline, device, autocast,
-                                       config["channels_last"], workload, non_blocking)
-        test_s = perf_counter() - test_start
-        # The epoch lasts as long as its slowest rank; its phases are that rank's.
-        slowest = max(ranks, key=lambda r: r["wall_s"])
-        wall = slowest["wall_s"]
-        samples = sum(r["samples"] for r in ranks)
-        entry = {
-            "epoch": epoch, "wall_s": wall, "samples": samples,
-            "samples_per_s": round(samples / wall, 3), "phases_s": slowest["phases_s"],
-            "train_loss": train_loss, "test_acc": accuracy, "test_loss": test_loss,
-            "test_s": round(test_s, 6),
-        }
-        if world.distributed:
-            entry["ranks"] = ranks
-        record["epochs"].append(entry)
-        print("epoch %d/%d  %.2f s  %.0f %s  loss %s  %s  (test %.2f s)"
-              % (epoch + 1, config["epochs"], wall,
-                 samples * workload.units_per_sample / wall, RATE[workload.unit],
-                 "%.4f" % train_loss if train_loss is not None else "not finite",
-                 "acc %.2f%%" % (100 * accuracy) if accuracy is not None
-                 else "test loss %s" % ("%.4f" % test_loss if test_loss is not None
-                                        else "not finite"), test_s), flush=True)
+    return micro_step
 
-    device_peaks = _device_peaks(device, world)
+
+def train_epoch(run, record, epoch):
+    """One timed epoch, then (rank 0) its test pass and its entry in the record."""
+    world, clock, accumulate = run.world, run.clock, run.accumulate
+    micro_step, optimizer, scaler = run.micro_step, run.optimizer, run.scaler
+    loss_sum = torch.zeros((), device=run.device)
+    steps = samples = grad_syncs = 0
+    forward_dtype = run.forward_dtype
+    optimizer.zero_grad(set_to_none=True)
+    parallel.barrier(world)  # every rank starts the epoch's clock together
+    start = perf_counter()
+    clock.start_epoch()
+    # A rank whose shard ran out early keeps answering the others' gradient all-reduces.
+    with (run.wrapped.join() if world.distributed else contextlib.nullcontext()):
+        for inputs, targets in run.pipeline.train_batches(epoch):
+            clock.mark("data")
+            sync, dtype = micro_step(inputs, targets, steps, clock, loss_sum)
+            if forward_dtype is None and dtype is not None:
+                # What autocast did, not what was asked: bfloat16 proves --amp bf16 ran.
+                forward_dtype = str(dtype).replace("torch.", "")
+            steps += 1
+            grad_syncs += sync
+            samples += batches.rows(inputs)
+        if steps % accumulate:  # the epoch's last, short accumulation group
+            _step(optimizer, scaler)
+            clock.mark("optimizer")
+    clock.synchronize()
+    wall = perf_counter() - start
+    run.forward_dtype = forward_dtype
+    phases = clock.resolve()
+    gathered = parallel.gather(world, [wall, samples, steps, grad_syncs]
+                               + [phases[p] for p in result.PHASES])
+    ranks = [{"rank": rank, "wall_s": round(row[0], 6), "samples": int(row[1]),
+              "steps": int(row[2]), "grad_syncs": int(row[3]),
+              "phases_s": {p: round(v, 6) for p, v in zip(result.PHASES, row[4:])}}
+             for rank, row in enumerate(gathered)]
     if world.main:
-        if quantize_eval:
-            record["quantized_eval"] = quantize.evaluate(net, pipeline.test_batches())
-        record["memory"] = memory.snapshot(device_peaks)
-        record["summary"] = summarise(record["epochs"], weights_sha256(net), forward_dtype)
-        # After the timed epochs and the memory snapshot: counting on the meta device may
-        # import torch's dispatch machinery (torch._dynamo: about 1 s and 70 MB), which is
-        # no part of the run's figures. No random draws, whatever the model does.
+        _record_epoch(run, record, epoch, ranks, (loss_sum / max(steps, 1)).item())
+
+
+def _record_epoch(run, record, epoch, ranks, train_loss):
+    """Rank 0: the epoch's test pass, its entry in the record and its progress line."""
+    config, workload = run.config, run.workload
+    train_loss = result.finite_or_none(train_loss)
+    if train_loss is None and workload.source == "file":
+        raise WorkloadError("the training loss was not finite (NaN or infinite) in epoch "
+                            "%d of %d: the model diverged or the loss is broken"
+                            % (epoch + 1, config["epochs"]))
+    test_start = perf_counter()
+    accuracy, test_loss = evaluate(run.test_model, run.pipeline, run.device, run.autocast,
+                                   config["channels_last"], workload, run.non_blocking)
+    test_s = perf_counter() - test_start
+    # The epoch lasts as long as its slowest rank; its phases are that rank's.
+    slowest = max(ranks, key=lambda r: r["wall_s"])
+    wall = slowest["wall_s"]
+    samples = sum(r["samples"] for r in ranks)
+    entry = {
+        "epoch": epoch, "wall_s": wall, "samples": samples,
+        "samples_per_s": round(samples / wall, 3), "phases_s": slowest["phases_s"],
+        "train_loss": train_loss, "test_acc": accuracy, "test_loss": test_loss,
+        "test_s": round(test_s, 6),
+    }
+    if run.world.distributed:
+        entry["ranks"] = ranks
+    record["epochs"].append(entry)
+    print("epoch %d/%d  %.2f s  %.0f %s  loss %s  %s  (test %.2f s)"
+          % (epoch + 1, config["epochs"], wall,
+             samples * workload.units_per_sample / wall, RATE[workload.unit],
+             "%.4f" % train_loss if train_loss is not None else "not finite",
+             "acc %.2f%%" % (100 * accuracy) if accuracy is not None
+             else "test loss %s" % ("%.4f" % test_loss if test_loss is not None
+                                    else "not finite"), test_s), flush=True)
+
+
+# -- after the timed epochs, in this order (each ``measure(run, record)``): what a later one
+# does (the meta-device FLOP count, the profiler, the probe) cannot reach an earlier figure.
+
+def device_peaks(run, record):
+    """Every rank: the GPU peaks, read before anything else allocates (a collective)."""
+    run.device_peaks = _device_peaks(run.device, run.world)
+
+
+def quantized_eval(run, record):
+    if run.world.main and run.quantize_eval:
+        record["quantized_eval"] = quantize.evaluate(run.net, run.pipeline.test_batches())
+
+
+def memory_section(run, record):
+    if run.world.main:
+        record["memory"] = memory.snapshot(run.device_peaks)
+
+
+def summary_section(run, record):
+    if run.world.main:
+        record["summary"] = summarise(record["epochs"], weights_sha256(run.net),
+                                      run.forward_dtype)
+
+
+def model_section(run, record):
+    """After the memory snapshot: counting on the meta device may import torch's dispatch
+    machinery (torch._dynamo: about 1 s and 70 MB), which is no part of the run's figures.
+    No random draws, whatever the model does."""
+    if run.world.main:
         with torch.random.fork_rng(devices=[]):
-            record["model"] = workload.describe(net)
-        if config.get("save_weights"):
-            torch.save(net.state_dict(), config["save_weights"])
-    # Last, once every figure above is taken: what the profiler and the probe do cannot
-    # reach the epochs, the memory peaks or the weights' digest.
-    if config["profile"]:
-        _profile(config, record, world, pipeline, optimizer, micro_step, device)
-    if world.main:  # the clock's own cost, measured here: the bound of what it added
-        record["clock"] = timing.section(clock.marks, timing.cost(device.type == "cuda"))
-    if world.main and config["probe"] == "on":
-        record["probe"] = probe.measure(device, config["amp"])
-    parallel.barrier(world)  # the others wait for rank 0's test pass before leaving
-    parallel.finish(world, model, wrapped)
-    return record
+            record["model"] = run.workload.describe(run.net)
+
+
+def saved_weights(run, record):
+    if run.world.main and run.config.get("save_weights"):
+        torch.save(run.net.state_dict(), run.config["save_weights"])
+
+
+def profile_section(run, record):
+    """Every rank, once every figure above is taken (bench.profiling)."""
+    if run.config["profile"]:
+        _profile(run.config, record, run.world, run.pipeline, run.optimizer, run.micro_step,
+                 run.device)
+
+
+def clock_section(run, record):
+    """The clock's own cost, measured here: the bound of what it added."""
+    if run.world.main:
+        record["clock"] = timing.section(run.clock.marks, timing.cost(run.device.type == "cuda"))
+
+
+def probe_section(run, record):
+    if run.world.main and run.config["probe"] == "on":
+        record["probe"] = probe.measure(run.device, run.config["amp"])
+
+
+AFTER_RUN = (device_peaks, quantized_eval, memory_section, summary_section, model_section,
+             saved_weights, profile_section, clock_section, probe_section)
 
 
 def _profile(config, record, world, pipeline, optimizer, micro_step, device):
