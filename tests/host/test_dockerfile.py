@@ -69,7 +69,7 @@ def test_the_tag_hashes_the_dockerfile_bench_and_the_lock(tmp_path, monkeypatch,
     shutil.copytree(dockerfile.BENCH_DIR, copy)
     monkeypatch.setattr(dockerfile, "BENCH_DIR", copy)
     assert dockerfile.plan("x", env, tmp_path, made).tag == p.tag
-    (copy / "model.py").write_text((copy / "model.py").read_text() + "\n# changed\n")
+    (copy / "train.py").write_text((copy / "train.py").read_text() + "\n# changed\n")
     assert dockerfile.plan("x", env, tmp_path, made).tag != p.tag
 
 
