@@ -293,3 +293,14 @@ def test_groups_sort_numbers_numerically_and_before_words_in_one_swept_key():
     order = [(g.variant["amp"], g.variant["threads"]) for g in _groups(records)]
     assert order == [("bf16", 4), ("off", 2.5), ("off", 4), ("off", 16), ("off", True),
                      ("off", "auto"), ("off", "max")]
+
+
+def test_a_runs_time_is_its_epochs_and_the_test_passes_they_had():
+    """An epoch without a test pass (an older bench wrote none) adds its wall alone."""
+    rng = random.Random(5)
+    record = make_record("env", "cpu", 256, 0, rng)
+    for epoch in record["epochs"]:
+        epoch["test_s"] = None
+    record["epochs"][0]["test_s"] = 0.5
+    (g,) = _groups([record])
+    assert g.run_s == pytest.approx(sum(e["wall_s"] for e in record["epochs"]) + 0.5)
