@@ -105,7 +105,7 @@ COLUMNS: list[tuple[str, Column]] = [
     ("probe_kind", lambda r: r.probe.kind if r.probe else None),
     ("probe_matmul_flops_per_s", lambda r: r.probe.matmul_flops_per_s if r.probe else None),
     ("probe_conv_flops_per_s", lambda r: r.probe.conv_flops_per_s if r.probe else None),
-    ("clock_epoch_s_at_most", lambda r: (r.raw.get("clock") or {}).get("epoch_s_at_most")),
+    ("clock_epoch_s_at_most", lambda r: r.clock.epoch_s_at_most if r.clock else None),
     ("profile", _of("config", "profile")),
     ("top_operator", lambda r: (_top_operator(r) or (None, None))[0]),
     ("top_operator_share", lambda r: (_top_operator(r) or (None, None))[1]),

@@ -38,17 +38,15 @@ def clock_bound(records: list[Result]) -> dict[str, Any] | None:
     """The most the phase clock can have added to an epoch, as a share of that cell's median
     epoch: the largest among the results that measured it (bench since the clock section),
     with that cell's marks and cost per mark. None where none did."""
-    rows = []
-    for r in records:
-        clock = r.raw.get("clock")
-        if r.ok and clock and r.summary.epoch_s_median:
-            rows.append((clock["epoch_s_at_most"] / r.summary.epoch_s_median, r, clock))
+    rows = [(r.clock.epoch_s_at_most / r.summary.epoch_s_median, r) for r in records
+            if r.ok and r.clock and r.summary.epoch_s_median]
     if not rows:
         return None
-    share, r, clock = max(rows, key=lambda row: row[0])
+    share, r = max(rows, key=lambda row: row[0])
+    assert r.clock is not None  # only results with a clock are rows
     return {"share": share, "environment": r.cell.environment, "target": r.cell.target_label,
-            "marks": clock["marks_per_epoch"], "mark_us": clock["mark_s"] * 1e6,
-            "epoch_ms": clock["epoch_s_at_most"] * 1e3, "cells": len(rows)}
+            "marks": r.clock.marks_per_epoch, "mark_us": r.clock.mark_s * 1e6,
+            "epoch_ms": r.clock.epoch_s_at_most * 1e3, "cells": len(rows)}
 
 
 def build_context(records: list[Result], skipped: list[tuple[str, str]],

@@ -18,6 +18,7 @@ from jsonschema.exceptions import best_match
 from bench import result
 from envbench import files
 from envbench.results import crossfoot
+from envbench.results.record import Result
 
 MAX_BYTES = 32 * 2**20  # a 5-epoch result is ~10 kB; a larger file is not one of ours
 MAX_DEPTH = 32
@@ -178,7 +179,7 @@ def load(path: Path) -> dict[str, Any]:
         raise InvalidResult("cannot be read (%s)" % (exc.strerror or exc))
     record = check(parse(text))
     # The schema holds each figure to its type and range; this holds them to each other.
-    problem = crossfoot.contradiction(record)
+    problem = crossfoot.contradiction(Result.of(record, path))
     if problem is not None:
         raise InvalidResult("its figures contradict each other: %s" % problem)
     return record

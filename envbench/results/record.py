@@ -103,6 +103,16 @@ class Parallel:
     per_device_batch: int
     global_batch: int
     threads_per_rank: int | None
+    repeated_samples_per_epoch: int = 0   # what DistributedSampler trains twice an epoch
+
+
+@dataclass(frozen=True)
+class Clock:
+    """What the phase clock itself costs (the record's clock; absent in older results)."""
+
+    marks_per_epoch: int
+    mark_s: float              # one mark's host time
+    epoch_s_at_most: float     # marks times a mark: the most the clock added to an epoch
 
 
 @dataclass(frozen=True)
@@ -222,12 +232,16 @@ class Result:
     noise: Noise | None
     profile: Profile | None = None
     probe: Probe | None = None
+    clock: Clock | None = None
+    run_s: float | None = None    # bench's whole run, as bench timed it
+    host_s: float | None = None   # the host's wall around the cell's container
 
     @classmethod
     def of(cls, record: dict[str, Any], path: Path | None = None) -> Result:
         """The view of a record that passed ``contract.check``."""
         cell, summary = record["cell"], record["summary"]
         data, order, noise = cell.get("data"), cell.get("order"), record.get("noise")
+        clock = record.get("clock")
         error = record.get("error")
         parallel, model, quantized = (record.get(k) for k in ("parallel", "model",
                                                               "quantized_eval"))
@@ -256,7 +270,9 @@ class Result:
             model=ModelInfo.of(model) if model else None,
             parallel=Parallel(parallel["mode"], parallel["world_size"], parallel["backend"],
                               parallel["per_device_batch"], parallel["global_batch"],
-                              parallel["threads_per_rank"]) if parallel else None,
+                              parallel["threads_per_rank"],
+                              parallel.get("repeated_samples_per_epoch") or 0)
+            if parallel else None,
             quantized_eval=_frozen(quantized) if quantized else None,
             written_at=str(record.get("written_at") or ""),
             log_tail=tuple(record.get("log_tail") or ()),
@@ -265,7 +281,10 @@ class Result:
                         _frozen(noise["gpu"]) if noise["gpu"] else None,
                         noise["unavailable"]) if noise else None,
             profile=Profile.of(record["profile"]) if record.get("profile") else None,
-            probe=Probe.of(record["probe"]) if record.get("probe") else None)
+            probe=Probe.of(record["probe"]) if record.get("probe") else None,
+            clock=Clock(clock["marks_per_epoch"], clock["mark_s"], clock["epoch_s_at_most"])
+            if clock else None,
+            run_s=record.get("run_s"), host_s=record.get("host_s"))
 
     @property
     def ok(self) -> bool:
