@@ -1,63 +1,15 @@
-"""Reading a file the kit did not write, boundedly: without following a link, without
-blocking (a FIFO would hang the kit), only a regular file (a link to /dev/zero passes a
-stat() of the path's size; the check is on the open descriptor), and no more than a cap.
-Also the names people give things, held to what they look like."""
+"""Reading a file the kit did not write, boundedly (bench.common's reader, which bench and
+./noxw use too: no link followed, no FIFO waited on, only a regular file, no more than a cap),
+as UTF-8 text with words for what it is instead. Also the names people give things, held to
+what they look like."""
 from __future__ import annotations
 
-import errno
-import os
-import stat
 import unicodedata
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import BinaryIO
 
+from bench.common import Unreadable, read_regular, regular
 
-class Unreadable(Exception):
-    """Why a file cannot be read: one phrase ("a symbolic link", "not a regular file", ...),
-    and its ``kind`` for callers with words of their own: "link", "special" (a FIFO, a
-    device, a folder), "size" (past the cap) or "os" (the system's error)."""
-
-    def __init__(self, message: str, kind: str = "os") -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-def _open(path: Path) -> int:
-    try:
-        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
-                       getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise Unreadable("a symbolic link (the kit reads plain files only)", "link")
-        raise Unreadable(exc.strerror or str(exc))
-
-
-@contextmanager
-def regular(path: Path, cap: int) -> Iterator[BinaryIO]:
-    """The file open for reading, checked to be a regular file of at most ``cap`` bytes."""
-    fd = _open(path)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise Unreadable("not a regular file", "special")
-        if info.st_size > cap:
-            raise Unreadable("%d bytes, more than the %d a file of this kind holds"
-                             % (info.st_size, cap), "size")
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            yield stream
-    finally:
-        os.close(fd)
-
-
-def read_regular(path: Path, cap: int) -> bytes:
-    """A regular file's bytes, at most ``cap`` (read no further: the size may lie)."""
-    with regular(path, cap) as stream:
-        data = stream.read(cap + 1)
-    if len(data) > cap:
-        raise Unreadable("more than the %d bytes a file of this kind holds" % cap, "size")
-    return data
+__all__ = ["Unreadable", "decode_utf8", "hidden_character", "read_regular", "regular",
+           "skeleton"]
 
 
 def decode_utf8(data: bytes) -> str:

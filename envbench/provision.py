@@ -27,6 +27,7 @@ import urllib.parse
 from pathlib import Path
 from typing import TextIO
 
+from bench import common
 from bench.common import http_url, without_credentials
 from envbench import enginereach, stopping
 from envbench.errors import BadInput, UserError
@@ -45,24 +46,9 @@ PIP_DEFAULT_QUERY = "from pip._internal.models.index import PyPI; print(PyPI.sim
 
 
 def pip_settings() -> dict[str, str]:
-    """pip's settings by name ('index-url', 'cert', 'proxy', ...) as `pip config list` shows
-    them (its files and PIP_* variables), the way pip weighs them: a variable over a
-    command's section over [global]. Empty where pip does not answer."""
-    try:
-        listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                                capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    weight = {":env:": 3, "download": 2, "install": 2, "global": 1}
-    found: dict[str, tuple[int, str]] = {}
-    for line in listed.splitlines():
-        key, _, value = line.partition("=")
-        section, _, name = key.rpartition(".")
-        value = value.strip().strip("'\"")
-        rank = weight.get(section, 0)
-        if value and rank and rank >= found.get(name, (0, ""))[0]:
-            found[name] = (rank, value)
-    return {name: value for name, (_, value) in found.items()}
+    """pip's settings by name ('index-url', 'cert', 'proxy', ...) as pip weighs them
+    (bench.common reads them, for ./noxw too); a file passed over is said on stderr."""
+    return common.pip_settings(warn=lambda text: say(sys.stderr, text))
 
 
 def index_environment(base: dict[str, str] | None = None) -> dict[str, str]:

@@ -16,7 +16,6 @@ before the kit runs. This needs none of them:
 Standard library only, and Python 3.8 syntax: it runs before anything is installed.
 """
 import base64
-import configparser
 import fcntl
 import hashlib
 import http.client
@@ -38,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench.common: standard library only, like this file
-from bench.common import http_url, without_credentials  # noqa: E402
+from bench.common import http_url, pip_settings, without_credentials  # noqa: E402
 
 UV_VERSION = "0.13.9"
 # (wheel file, sha256, size in bytes) per platform, from the index's own listing of uv 0.13.9.
@@ -82,33 +81,7 @@ def cache_root():
         / "noxw"
 
 
-# --- pip's configuration, read the way pip reads it (later files win), for uv and for us
-
-def pip_config():
-    files = [Path(d) / "pip" / "pip.conf"
-             for d in os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(":") if d]
-    files += [Path("/etc/pip.conf"), Path.home() / ".pip" / "pip.conf",
-              Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "pip"
-              / "pip.conf"]
-    if os.environ.get("PIP_CONFIG_FILE"):
-        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read([str(f) for f in files])
-    except configparser.Error as exc:
-        say("pip's configuration is not readable (%s); going on without it" % exc)
-        return {}
-    found = {}
-    for section in ("global", "install"):
-        if parser.has_section(section):
-            found.update(parser.items(section))
-    for key in ("index-url", "extra-index-url", "find-links", "constraint", "cert",
-                "no-index"):
-        value = os.environ.get("PIP_" + key.upper().replace("-", "_"))
-        if value:
-            found[key] = value
-    return found
-
+# --- pip's configuration (bench.common reads it the way pip does), passed on to uv
 
 def uv_environment(pip):
     """uv's names for what pip has configured, where uv's own are not set."""
@@ -492,7 +465,7 @@ def ensure_nox(uv, env):
 
 def main(argv):
     # ./noxw chose a python3 >= 3.8 (vermin checks this file against 3.8 in `nox -s tests`).
-    pip = pip_config()
+    pip = pip_settings(warn=say)  # no pip needed to read it: a stock VM has none
     folder = cache_root()
     folder.mkdir(parents=True, exist_ok=True)
     # One set-up at a time: two ./noxw started together share the cache.

@@ -11,13 +11,14 @@ checks the mounted copy with. The workloads themselves are modules beside it, im
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import stat
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
+from bench import common
+from bench.common import kind_of
 from bench.errors import WorkloadError
 
 
@@ -115,17 +116,6 @@ def default_optimizer(name: str, global_batch: int) -> Dict[str, Any]:
     return {"lr": lr, "momentum": found.momentum}
 
 
-def kind_of(mode: int) -> str:
-    """What a file that is not a plain file or folder is, in words."""
-    for test, words in ((stat.S_ISFIFO, "a FIFO (named pipe)"),
-                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                        (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"),
-                        (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return words
-    return "not a regular file"
-
-
 def _files(path: str) -> List[Tuple[str, str]]:
     """(relative name, absolute path) of every file a workload is made of, sorted; refuses
     links, special files, compiled bytecode with no source, and anything past the caps."""
@@ -205,29 +195,24 @@ def _hash_file(sha, name: str, full: str, left: int) -> int:
     without blocking (a file swapped for a link to /dev/zero or a FIFO after the walk must
     not hang the hash), checked to be a regular file, and read no further than ``left``
     bytes (the size a stat gives may lie). Returns the bytes read."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(full, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise WorkloadError("%s became a symbolic link while it was read" % name)
-        raise
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise WorkloadError("%s became %s while it was read" % (name, kind_of(mode)))
-        read = 0
-        while True:
-            block = os.read(fd, min(1 << 20, left - read + 1))
-            if not block:
-                return read
-            read += len(block)
-            if read > left:
-                raise WorkloadError("past %d MB: a workload folder is code and small files"
-                                    % (MAX_BYTES // 2**20))
-            sha.update(block)
-    finally:
-        os.close(fd)
+        with common.regular(full, left) as stream:
+            read = 0
+            while True:
+                block = stream.read(min(1 << 20, left - read + 1))
+                if not block:
+                    return read
+                read += len(block)
+                if read > left:
+                    break
+                sha.update(block)
+    except common.Unreadable as exc:
+        if exc.what is not None:  # a link or a special file, swapped in after the walk
+            raise WorkloadError("%s became %s while it was read" % (name, exc.what))
+        if exc.kind == "os":
+            raise WorkloadError("%s cannot be read (%s)" % (name, exc))
+    raise WorkloadError("past %d MB: a workload folder is code and small files"
+                        % (MAX_BYTES // 2**20))
 
 
 def digest(path: str) -> str:

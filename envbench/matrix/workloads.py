@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import workloads as catalog
+from bench.common import kind_of
 from bench.errors import WorkloadError
 from envbench.errors import BadInput
 from envbench.matrix.models import Matrix, WorkloadChoice
@@ -80,7 +81,7 @@ def resolve(entry: WorkloadChoice, matrix_dir: Path, where: str) -> WorkloadPlan
     mode = path.stat().st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise BadInput("%s.file: %s is %s, not a .py file or a folder"
-                        % (where, entry.file, catalog.kind_of(mode)))
+                        % (where, entry.file, kind_of(mode)))
     if path.is_file() and path.suffix != ".py":
         raise BadInput("%s.file: %s is not a .py file or a folder" % (where, entry.file))
     if path.is_dir() and not (path / "__init__.py").is_file():

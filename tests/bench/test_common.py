@@ -1,10 +1,23 @@
 """bench.common, which bench, the host and ./noxw share: an exception's first line (never an
-IndexError, whatever the message), and an index URL checked and quoted without credentials."""
+IndexError, whatever the message), a bounded read of a file the kit did not write (on real
+links, FIFOs, sockets and files past their cap), and an index URL checked and quoted without
+credentials. pip's settings against pip itself: tests/host/test_pip_settings.py."""
 from __future__ import annotations
+
+import os
+import socket
+import threading
 
 import pytest
 
-from bench.common import NO_MESSAGE, first_line, http_url, without_credentials
+from bench.common import (
+    NO_MESSAGE,
+    Unreadable,
+    first_line,
+    http_url,
+    read_regular,
+    without_credentials,
+)
 
 
 @pytest.mark.parametrize("message, expected", [
@@ -53,3 +66,60 @@ def test_credentials_are_masked_wherever_a_url_appears_in_a_text():
     assert "s3cret" not in shown and "tok@" not in shown
     assert shown == "fetch https://***@host/simple failed; then http://***@other/x"
     assert without_credentials("no url here: a@b") == "no url here: a@b"
+
+
+def test_a_regular_file_within_its_cap_is_read_whole(tmp_path):
+    path = tmp_path / "pip.conf"
+    path.write_bytes(b"[global]\nindex-url = https://example.org/simple\n")
+    assert read_regular(path, 100) == path.read_bytes()
+    assert read_regular(str(path), len(path.read_bytes())) == path.read_bytes()
+
+
+def _unreadable(path, cap=1 << 20):
+    with pytest.raises(Unreadable) as caught:
+        read_regular(path, cap)
+    return caught.value
+
+
+def test_a_file_past_its_cap_is_refused_by_its_size(tmp_path):
+    path = tmp_path / "big"
+    path.write_bytes(b"x" * 101)
+    error = _unreadable(path, 100)
+    assert error.kind == "size" and "101 bytes, more than the 100" in str(error)
+
+
+def test_a_link_is_not_followed_even_to_a_plain_file(tmp_path):
+    (tmp_path / "real").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    error = _unreadable(tmp_path / "link")
+    assert (error.kind, error.what) == ("link", "a symbolic link")
+
+
+def test_a_fifo_is_named_and_not_waited_on(tmp_path):
+    """Opened without O_NONBLOCK, a FIFO with no writer blocks the reader for ever: the read
+    runs in a thread the test gives up on after 20 s, so a hang fails instead of stalling."""
+    fifo = tmp_path / "pip.conf"
+    os.mkfifo(fifo)
+    outcome = []
+    reader = threading.Thread(target=lambda: outcome.append(_unreadable(fifo)), daemon=True)
+    reader.start()
+    reader.join(20)
+    assert outcome, "the read of a FIFO with no writer did not return"
+    assert outcome[0].kind == "special"
+    assert str(outcome[0]) == "a FIFO (named pipe), not a regular file"
+
+
+def test_a_socket_a_device_and_a_folder_are_named(tmp_path):
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "s"))
+    try:
+        assert _unreadable(tmp_path / "s").what == "a socket"
+    finally:
+        sock.close()
+    assert _unreadable("/dev/null").what == "a character device"
+    assert _unreadable(tmp_path).what == "a folder"
+
+
+def test_a_missing_file_is_the_systems_error(tmp_path):
+    error = _unreadable(tmp_path / "absent")
+    assert error.kind == "os" and error.what is None and "No such file" in str(error)
