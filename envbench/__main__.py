@@ -1,5 +1,5 @@
 import sys
 
-from envbench.commands.cli import main
+from envbench.commands.dispatch import main
 
 sys.exit(main())

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import TextIO
 
-from envbench.errors import UserError
+from envbench.user_errors import UserError
 
 BLOCK = 1 << 20
 ATTEMPTS = 4

@@ -30,7 +30,7 @@ from typing import TextIO
 from bench import common
 from bench.common import http_url, without_credentials
 from envbench import enginereach, stopping
-from envbench.errors import BadInput, UserError
+from envbench.user_errors import BadInput, UserError
 
 ANSWER_TIMEOUT_S = 10  # a ping that takes longer is "not answering"
 DOCKER_INSTALL = "sudo apt-get install -y docker.io && sudo systemctl start docker"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.result import write_text_atomic
-from envbench.errors import UserError
+from envbench.user_errors import UserError
 
 
 def host_user() -> str:

@@ -8,7 +8,7 @@
   tests (tests/host/report_fixture.py), with invented figures: the docs site's screenshot
   (report.png) shows its layout. The README's picture (docs/assets/demo.png) is a measured
   page, the demo's, taken by hand with this module's screenshot();
-- the CLI reference from `envbench/options.py` (every verb, its options, their help);
+- the CLI reference from `envbench/command_options.py` (every verb, its options, their help);
 - the matrix reference from the matrix models (`envbench/matrix/models.py`): every key, its
   type, default and bounds, and which benchmark keys a sweep may vary;
 - the result schema from `bench/result.schema.json`: every field, its type and description.
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import result  # noqa: E402
-from envbench import options  # noqa: E402
+from envbench import command_options as options  # noqa: E402
 from envbench.matrix import models  # noqa: E402
 
 REFERENCE = ROOT / "docs" / "reference"
@@ -66,7 +66,7 @@ def _default(name: str, command: options.Command) -> str:
 
 
 def cli_reference() -> str:
-    lines = [HEADER % "envbench/options.py", "# CLI reference\n",
+    lines = [HEADER % "envbench/command_options.py", "# CLI reference\n",
              "Every nox session calls one `envbench` verb; options go after `--`",
              "(`nox -s report -- --out DIR`). Sessions named together get the same options: a",
              "verb leaves out, with one line saying so, an option that only other verbs take; an",

@@ -22,10 +22,10 @@ from envbench.cells.sensors import Sensors
 from envbench.engine import connection, gpu
 from envbench.engine.connection import ENGINE_ERRORS, explain
 from envbench.engine.sandbox import locked_down
-from envbench.errors import UserError
 from envbench.matrix.models import Target
 from envbench.matrix.workloads import WorkloadPlan
 from envbench.results import store
+from envbench.user_errors import UserError
 from envbench.users import own, prepare_dirs
 
 LOG_TAIL_LINES = 40

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from envbench import cache, download, files, users
-from envbench.errors import UserError
 from envbench.results.identity import SYNTHETIC, DataIdentity
+from envbench.user_errors import UserError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 MD5 = "c58f30108f718f92721af3b95e74349a"

@@ -16,11 +16,11 @@ from typing import Any
 from envbench import stats
 from envbench.cells.expansion import Cell
 from envbench.engine import connection
-from envbench.errors import UserError
 from envbench.images import bases, dockerfile, footprint
 from envbench.images import lock as lockmod
 from envbench.matrix.models import Matrix
 from envbench.results import store
+from envbench.user_errors import UserError
 
 BUILD_S = {"cuda": 6 * 60, "cpu": 2 * 60}
 CELL_OVERHEAD_S = 5.0  # container start and stop, result handling (measured ~1 s here)

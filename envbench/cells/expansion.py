@@ -10,12 +10,12 @@ from bench.options import parse_config
 from envbench.cells import resources
 from envbench.cells.resources import Resources
 from envbench.engine.host import Host
-from envbench.errors import BadInput, UserError
 from envbench.matrix import workloads
 from envbench.matrix.models import Matrix, Settings, Target
 from envbench.matrix.workloads import WorkloadPlan
 from envbench.results import identity
 from envbench.results.identity import SYNTHETIC, DataIdentity, Identity
+from envbench.user_errors import BadInput, UserError
 
 # --quick: one short epoch per cell, to check a matrix end to end in minutes (with each
 # workload's own limits: 5000 and 1000 samples for the CIFAR-10 ones).

@@ -14,6 +14,7 @@ import docker
 
 from envbench import cache, provision, users
 from envbench.cells import (
+    console,
     containerrun,
     dataset,
     decide,
@@ -23,21 +24,20 @@ from envbench.cells import (
     resources,
     runlock,
     schedule,
-    summary,
 )
 from envbench.cells import expansion as cellmod
 from envbench.cells.gpufit import GpuBlock
 from envbench.cells.progress import MatrixProgress
+from envbench.command_options import Options
 from envbench.engine import connection, gpu
 from envbench.engine.host import Host
-from envbench.errors import BadInput, UserError
 from envbench.images import bases, build, dockerfile
 from envbench.images import lock as lockmod
 from envbench.images.build import BuildFailure, BuiltImage
 from envbench.matrix import models
-from envbench.options import Options
 from envbench.results import outcome, store
 from envbench.results.identity import DataIdentity
+from envbench.user_errors import BadInput, UserError
 
 
 def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
@@ -171,11 +171,11 @@ class _Session:
         stored = store.read(path)
         if store.is_current(stored, p.identity):
             assert stored is not None
-            return stored, "cached " + summary.figure(stored)
+            return stored, "cached " + console.figure(stored)
         kept = containerrun.kept_result(self.mounts.cells_dir, path.name)
         taken = self._take_kept(p, target, built.record, kept) if kept is not None else None
         if taken is not None:
-            return taken, "taken from the run that filled the disk: " + summary.figure(taken)
+            return taken, "taken from the run that filled the disk: " + console.figure(taken)
         problem = self._gpu_problem(cell, p.resources, built.image)
         if problem:
             return self._failed(p, "GpuUnavailable", problem, built.record), "failed: " + problem
@@ -195,7 +195,7 @@ class _Session:
                                        self.on_line, cell.workload,
                                        self.gpu_modes.get(cell.environment, gpu.GPUS),
                                        finish)
-        return record, summary.figure(record)
+        return record, console.figure(record)
 
     def _take_kept(self, p: cellmod.Prepared, target: models.Target, image: dict[str, Any],
                    kept: Path) -> dict[str, Any] | None:
@@ -293,7 +293,7 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
               "to run only the missing ones" % (len(done), opts.results_dir), file=out)
         return 130
     shown.close()
-    return summary.close_run(done, out, time.perf_counter() - started, opts.results_dir,
+    return console.close_run(done, out, time.perf_counter() - started, opts.results_dir,
                              opts.log_dir, session.overheads,
                              "executed cell (container start/stop, result handling)")
 

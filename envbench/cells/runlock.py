@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from envbench.errors import UserError
+from envbench.user_errors import UserError
 from envbench.users import own
 
 LOCK_NAME = ".envbench-run.lock"

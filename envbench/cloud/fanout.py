@@ -30,10 +30,10 @@ from envbench.cloud import plan as planmod
 from envbench.cloud.launcher import Launcher, ProvisionFailed, Remote
 from envbench.cloud.plan import TargetPlan
 from envbench.cloud.tasks import RESULT_MARKER
+from envbench.command_options import Options
 from envbench.engine.host import Host
 from envbench.matrix import models
 from envbench.matrix.models import Matrix
-from envbench.options import Options
 from envbench.results import clusters, contract, identity, store
 from envbench.results.clusters import ClusterRun, ClusterState
 from envbench.results.identity import SYNTHETIC, DataIdentity

@@ -32,8 +32,8 @@ from typing import Any, TextIO
 from envbench import cache
 from envbench.cloud.launcher import LineSink, ProvisionFailed, Remote
 from envbench.engine import connection, textbuild
-from envbench.errors import UserError
 from envbench.images import baseimage, wheelhouse
+from envbench.user_errors import UserError
 
 POOL = "local"
 LABEL = "envbench.cluster"

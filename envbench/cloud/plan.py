@@ -23,10 +23,10 @@ from envbench.cells import dataset, expansion
 from envbench.cells.estimate import BUILD_S, CELL_OVERHEAD_S, earlier_epochs
 from envbench.cloud import sky as skyapi
 from envbench.cloud import tasks
-from envbench.errors import UserError
+from envbench.command_options import Options
 from envbench.matrix import models
 from envbench.matrix.models import Matrix
-from envbench.options import Options
+from envbench.user_errors import UserError
 
 # VM start, SkyPilot's set-up and ./noxw: typically 5-10 minutes.
 PROVISION_S = 8 * 60

@@ -13,8 +13,8 @@ from typing import Any, TextIO
 
 from bench.common import first_line
 from envbench.cloud.launcher import LineStream, ProvisionFailed, Remote
-from envbench.errors import UserError
 from envbench.matrix.models import CONTAINER_INFRA, Cloud
+from envbench.user_errors import UserError
 
 INSTALL_HINT = "install the cloud extra: pip install 'envbench[cloud]' (or run nox -s cloud)"
 

@@ -5,10 +5,10 @@ import sys
 from typing import TextIO
 
 from envbench import provision
+from envbench.command_options import Options
 from envbench.engine import connection
-from envbench.errors import UserError
 from envbench.images import baseimage
-from envbench.options import Options
+from envbench.user_errors import UserError
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:

@@ -5,7 +5,7 @@ import sys
 from typing import TextIO
 
 from envbench.cells import matrixrun
-from envbench.options import Options
+from envbench.command_options import Options
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:

@@ -5,8 +5,8 @@ import sys
 from typing import TextIO
 
 from envbench.cells import matrixrun
+from envbench.command_options import Options
 from envbench.engine import connection
-from envbench.options import Options
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:

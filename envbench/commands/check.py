@@ -15,12 +15,12 @@ from typing import Any, TextIO
 import docker
 
 from envbench.cells import dataset, matrixrun
+from envbench.command_options import Options
 from envbench.engine import connection
 from envbench.engine.host import Host
-from envbench.errors import UserError
 from envbench.images import bases, dockerfile
 from envbench.images import lock as lockmod
-from envbench.options import Options
+from envbench.user_errors import UserError
 
 
 def _engine() -> docker.DockerClient | None:

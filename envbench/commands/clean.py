@@ -17,9 +17,9 @@ from typing import Any, TextIO
 
 from envbench import cache
 from envbench.cells import runlock
+from envbench.command_options import Options
 from envbench.engine import connection
-from envbench.errors import UserError
-from envbench.options import Options
+from envbench.user_errors import UserError
 
 PARTS = ("images", "bases", "cache", "reports")
 # Only what the kit writes there is removed: --reports or ENVBENCH_CACHE may name a folder

@@ -6,7 +6,7 @@ import sys
 from typing import TextIO
 
 from envbench.cloud import fanout, plan
-from envbench.options import Options
+from envbench.command_options import Options
 from envbench.report import pages
 from envbench.results import clusters
 

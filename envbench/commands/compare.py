@@ -13,12 +13,12 @@ import math
 import sys
 from typing import TextIO
 
-from envbench.errors import BadInput
-from envbench.options import Options
+from envbench.command_options import Options
 from envbench.report import compare, grouping
 from envbench.report.formats import step_time
 from envbench.results import store
 from envbench.terminal import safe
+from envbench.user_errors import BadInput
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:

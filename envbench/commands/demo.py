@@ -18,12 +18,12 @@ import yaml
 
 from envbench import provision, terminal
 from envbench.cells import dataset, matrixrun
+from envbench.command_options import Options
 from envbench.engine import connection
-from envbench.errors import UserError
 from envbench.images import baseimage, build, wheelhouse
 from envbench.matrix import models
-from envbench.options import Options
 from envbench.report import pages
+from envbench.user_errors import UserError
 
 # The pip stack's torch: a CPU build the host's pip can fetch (PyTorch's CPU index first).
 TORCH = "2.13.0"

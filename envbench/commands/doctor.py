@@ -24,12 +24,12 @@ from typing import Any, TextIO
 from envbench import cache, download, enginereach, provision
 from envbench.cells import dataset, estimate, gpufit, matrixrun
 from envbench.cells.expansion import Cell
+from envbench.command_options import Options
 from envbench.engine import connection, gpu
-from envbench.errors import UserError
 from envbench.images import archs, bases, dockerfile, footprint
 from envbench.matrix import grammars, sources
 from envbench.matrix.models import Matrix
-from envbench.options import Options
+from envbench.user_errors import UserError
 
 INDEX_FIX = ("set PYTORCH_INDEX_URL to a mirror of it, or give the stack a wheelhouse (a folder "
              "of its wheels, `wheelhouse:` in the matrix: docs/stacks.md)")

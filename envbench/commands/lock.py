@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TextIO
 
 from envbench.cells import matrixrun
-from envbench.errors import BadInput, UserError
+from envbench.command_options import Options
 from envbench.images import lock as lockmod
 from envbench.matrix import sources
 from envbench.matrix.models import Environment
-from envbench.options import Options
+from envbench.user_errors import BadInput, UserError
 
 
 def run(opts: Options, out: TextIO = sys.stdout) -> int:

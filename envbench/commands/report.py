@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from envbench.options import Options
+from envbench.command_options import Options
 from envbench.report import pages, selection
 from envbench.results import clusters, store
 from envbench.terminal import safe

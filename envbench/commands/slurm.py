@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from envbench.options import Options
+from envbench.command_options import Options
 from envbench.slurm import run as slurmrun
 
 

@@ -15,7 +15,7 @@ from docker.errors import DockerException
 from docker.models.images import Image
 
 from envbench import enginereach
-from envbench.errors import UserError
+from envbench.user_errors import UserError
 
 # What a call to the engine may raise besides a bug: the SDK's errors, and the transport's
 # when the engine goes away mid-call (requests' errors are not DockerExceptions).

@@ -19,7 +19,7 @@ import docker
 from envbench import provision
 from envbench.engine import connection, textbuild
 from envbench.engine.connection import image_or_none
-from envbench.errors import UserError
+from envbench.user_errors import UserError
 
 REPOSITORY = "envbench/debian"
 

@@ -16,10 +16,10 @@ import docker
 
 from envbench import provision
 from envbench.engine import connection
-from envbench.errors import UserError
 from envbench.images import baseimage, dockerfile
 from envbench.matrix import sources
 from envbench.matrix.models import Environment
+from envbench.user_errors import UserError
 
 # The Python of each Debian release debootstrap can make here: a pip stack built on the kit's
 # base needs the same Python as its lock (its wheels are for one CPython).

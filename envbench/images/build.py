@@ -19,9 +19,9 @@ import docker
 
 from envbench.engine import textbuild
 from envbench.engine.connection import ENGINE_ERRORS, explain, image_or_none
-from envbench.errors import UserError
 from envbench.images import archs, wheelcache, wheelstack
 from envbench.images.dockerfile import Plan
+from envbench.user_errors import UserError
 from envbench.users import own
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

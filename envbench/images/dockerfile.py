@@ -12,10 +12,10 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from bench import fingerprint
-from envbench.errors import UserError
 from envbench.images.lock import Lock
 from envbench.matrix import grammars, sources
 from envbench.matrix.models import Environment
+from envbench.user_errors import UserError
 
 # Package data, so that a plain (non-editable) install builds images from any folder.
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envbench import cache
-from envbench.errors import UserError
 from envbench.images import lock, wheelcache
 from envbench.matrix.models import Environment
+from envbench.user_errors import UserError
 
 IMAGE_FACTOR = 2   # the image that stays
 BUILD_FACTOR = 3   # context and builder stage, while one stack builds

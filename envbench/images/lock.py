@@ -27,9 +27,9 @@ from typing import Any, TextIO
 from urllib.parse import unquote
 
 from envbench import files, provision, users
-from envbench.errors import UserError
 from envbench.matrix import sources
 from envbench.matrix.models import Environment
+from envbench.user_errors import UserError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TextIO
 
 from envbench import cache, download, provision, redact, users
-from envbench.errors import UserError
 from envbench.images.lock import Lock, Wheel
+from envbench.user_errors import UserError
 
 BLOCK = 1 << 20
 

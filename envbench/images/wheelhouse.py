@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TextIO
 
 from envbench import cache, download, provision, users
-from envbench.errors import UserError
 from envbench.images.wheelcache import sha256_of
+from envbench.user_errors import UserError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -13,8 +13,8 @@ import zipfile
 from pathlib import Path
 
 from envbench import files
-from envbench.errors import UserError
 from envbench.images.lock import MAX_WHEEL_BYTES
+from envbench.user_errors import UserError
 
 VERSION_FILE = "torch/version.py"
 MAX_VERSION_BYTES = 64 * 1024

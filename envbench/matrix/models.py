@@ -26,9 +26,9 @@ from pydantic_core import ErrorDetails
 from bench import workloads as catalog
 from bench.options import FUNCTION_NAME
 from envbench import files
-from envbench.errors import MatrixError
 from envbench.matrix import grammars, yamlio
 from envbench.matrix.grammars import size_bytes
+from envbench.user_errors import MatrixError
 
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?\Z")
 CUDA_VERSION = re.compile(r"^\d+\.\d+\Z")

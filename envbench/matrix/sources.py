@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envbench.errors import BadInput, UserError
 from envbench.matrix import grammars
 from envbench.matrix.models import Environment
+from envbench.user_errors import BadInput, UserError
 
 
 def expand(value: str, where: str) -> str:

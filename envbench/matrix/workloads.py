@@ -15,8 +15,8 @@ from pathlib import Path
 from bench import workloads as catalog
 from bench.common import kind_of
 from bench.errors import WorkloadError
-from envbench.errors import BadInput
 from envbench.matrix.models import Matrix, WorkloadChoice
+from envbench.user_errors import BadInput
 
 # Where a user's workload appears in a cell's container (read-only).
 MOUNT_ROOT = "/workload"

@@ -5,8 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from envbench import users
-from envbench.errors import UserError
-from envbench.options import Options
+from envbench.command_options import Options
 from envbench.report import (
     charts,
     csvfile,
@@ -25,6 +24,7 @@ from envbench.results import outcome, store
 from envbench.results.clusters import ClusterRun
 from envbench.results.identity import variant_text
 from envbench.results.record import Result
+from envbench.user_errors import UserError
 
 
 def _synthetic_by_choice(records: list[Result]) -> bool:

@@ -16,10 +16,10 @@ from typing import Any
 from envbench.cells import dataset, estimate
 from envbench.cells import expansion as cellmod
 from envbench.cells.expansion import QUICK
+from envbench.command_options import Options
 from envbench.engine.host import Host
 from envbench.matrix import models
 from envbench.matrix.models import Matrix
-from envbench.options import Options
 from envbench.results import outcome, store
 from envbench.results.identity import DataIdentity, variant_text
 from envbench.results.record import Result

@@ -8,10 +8,10 @@ from typing import Any
 
 from bench import result
 from envbench import redact
-from envbench.errors import UserError
 from envbench.results import contract, identity
 from envbench.results.identity import Identity
 from envbench.results.record import Result
+from envbench.user_errors import UserError
 
 
 def path_for(results_dir: Path, ident: Identity, variant: dict[str, Any]) -> Path:

@@ -11,7 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from envbench.errors import UserError
+from envbench.user_errors import UserError
 
 TIMEOUT_S = 60
 # States a job does not leave (Slurm's JOB_STATE_BASE names, as squeue/scontrol print them).

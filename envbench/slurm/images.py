@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench.errors import UserError
 from envbench.slurm.script import ImageUse
+from envbench.user_errors import UserError
 
 
 def folder(shared_dir: Path) -> Path:

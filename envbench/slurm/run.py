@@ -21,23 +21,23 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from envbench import terminal, users
-from envbench.cells import dataset, records, schedule, summary
+from envbench.cells import console, dataset, records, schedule
 from envbench.cells import expansion as cellmod
 from envbench.cells.gpufit import GpuBlock
 from envbench.cells.matrixrun import build_images, data_dir_for
 from envbench.cells.progress import MatrixProgress
 from envbench.cells.resources import Resources
+from envbench.command_options import Options
 from envbench.engine import connection
 from envbench.engine.host import Host
-from envbench.errors import BadInput, UserError
 from envbench.images.build import BuiltImage
 from envbench.matrix import models
 from envbench.matrix.grammars import size_bytes
-from envbench.options import Options
 from envbench.results import store
 from envbench.results.identity import DataIdentity
 from envbench.slurm import cluster, images, preflight, runtimes
 from envbench.slurm.script import ImageUse, Step, render
+from envbench.user_errors import BadInput, UserError
 
 POLL_S = 2.0
 LOG_TAIL_LINES = 40
@@ -347,7 +347,7 @@ def _follow(jobs: list[Job], opts: Options, out: TextIO) -> int:
                  if lingering else "", len(done), opts.results_dir), file=out)
         return 130
     shown.close()
-    code = summary.close_run(done, out, time.perf_counter() - started, opts.results_dir,
+    code = console.close_run(done, out, time.perf_counter() - started, opts.results_dir,
                              opts.log_dir, overheads,
                              "Slurm cell (the step's wall time beyond bench's own: srun and "
                              "the runtime's start and stop)")
@@ -439,7 +439,7 @@ def _take(job: Job, stem: str, folder: Path, opts: Options, shown: MatrixProgres
     records.save(opts.results_dir, p, record)
     # Counted before it is shown: a Ctrl-C between the two must not lose it from the count.
     done.append((cell, record))
-    shown.done(summary.figure(record), executed=True)
+    shown.done(console.figure(record), executed=True)
 
 
 # Errors a runtime prints whose fix is known: said beside its words.

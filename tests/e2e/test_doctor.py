@@ -14,10 +14,10 @@ import docker
 import pytest
 from conftest import ROOT, envbench, second_engine
 
+from envbench.command_options import Options
 from envbench.commands import doctor
 from envbench.engine import gpu
 from envbench.matrix import models
-from envbench.options import Options
 
 pytestmark = pytest.mark.e2e
 

@@ -16,11 +16,11 @@ from test_matrix import GOOD, problems
 
 from envbench.cloud import plan, runid, tasks
 from envbench.cloud import sky as skyapi
-from envbench.errors import UserError
+from envbench.command_options import Options
 from envbench.matrix import models
-from envbench.options import Options
 from envbench.results.clusters import ClusterState
 from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
+from envbench.user_errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = Path(__file__).resolve().parent / "data" / "skypilot-catalog"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from report_fixture import make_record
 
 from bench import result
-from envbench.commands import cli
+from envbench.commands import dispatch
 from envbench.report import pages
 from envbench.results import contract, identity
 
@@ -210,7 +210,7 @@ def _report(folder: Path, out: Path, *options: str) -> tuple[int, str]:
     stdout, stderr = io.StringIO(), io.StringIO()
     limit = sys.getrecursionlimit()
     with redirect_stdout(stdout), redirect_stderr(stderr):
-        code = cli.main(["report", str(folder), "--out", str(out), *options])
+        code = dispatch.main(["report", str(folder), "--out", str(out), *options])
     assert sys.getrecursionlimit() == limit
     return code, stdout.getvalue() + stderr.getvalue()
 

@@ -10,7 +10,7 @@ from cifar_fixture import write_cifar
 
 from bench import data
 from envbench.cells import dataset
-from envbench.errors import UserError
+from envbench.user_errors import UserError
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from test_lock import make_wheel
 
-from envbench.errors import UserError
 from envbench.images import build, dockerfile, lock, wheelcache
 from envbench.matrix.models import Environment
+from envbench.user_errors import UserError
 
 SEED = Environment(python="3.8", torch="1.12.1", torchvision="0.13.1", cuda="11.6",
                    index_url="https://wheels.example/cu116")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envbench import options
-from envbench.errors import MatrixError
+from envbench import command_options as options
 from envbench.matrix import models
+from envbench.user_errors import MatrixError
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from envbench import download
-from envbench.errors import UserError
+from envbench.user_errors import UserError
 
 BODY = bytes(range(256)) * (3 * 4096)  # 3 MiB
 

@@ -14,7 +14,7 @@ import pytest
 
 from envbench import enginereach, provision
 from envbench.engine import connection
-from envbench.errors import UserError
+from envbench.user_errors import UserError
 
 
 @pytest.fixture

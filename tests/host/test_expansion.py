@@ -6,9 +6,9 @@ from test_matrix import GOOD
 
 from bench import result
 from envbench.cells import expansion
-from envbench.errors import UserError
 from envbench.matrix import models
 from envbench.results.identity import SYNTHETIC, DataIdentity
+from envbench.user_errors import UserError
 
 
 @pytest.fixture

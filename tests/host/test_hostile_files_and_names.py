@@ -17,8 +17,8 @@ import pytest
 from report_fixture import make_record
 
 from bench import result
-from envbench.errors import UserError
 from envbench.results import store
+from envbench.user_errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 

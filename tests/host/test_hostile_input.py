@@ -13,11 +13,11 @@ import pytest
 
 from envbench import provision
 from envbench.cloud import fetch, local, tasks
-from envbench.errors import MatrixError, UserError
 from envbench.images import dockerfile, wheelhouse
 from envbench.matrix import models, sources
 from envbench.matrix.models import Environment
 from envbench.results import clusters
+from envbench.user_errors import MatrixError, UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = "targets:\n  cpu: {device: cpu}\n"

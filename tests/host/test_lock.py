@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from envbench.errors import UserError
 from envbench.images import lock, wheelcache
 from envbench.matrix.models import Environment
+from envbench.user_errors import UserError
 
 
 def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
@@ -241,8 +241,8 @@ def test_a_wheelhouse_file_that_links_outside_it_is_refused(tmp_path, wheelhouse
 
 def test_lock_check_catches_a_hash_edited_by_hand_that_the_inputs_hash_cannot(tmp_path,
                                                                              wheelhouse):
+    from envbench.command_options import Options
     from envbench.commands import lock as lockcommand
-    from envbench.options import Options
 
     opts = Options(matrix_path=tmp_path / "matrix.yaml", locks=tmp_path / "locks", check=True)
     made = lock.write("e", env(wheelhouse), tmp_path, tmp_path / "locks")
@@ -308,8 +308,8 @@ def test_lock_check_reports_drift_without_failing_and_fails_a_version_the_index_
     """Against the real index: a lock holding an older filelock than a fresh resolution picks
     is drift (said, exit status good); one naming a filelock version that was never released
     fails."""
+    from envbench.command_options import Options
     from envbench.commands import lock as lockcommand
-    from envbench.options import Options
 
     stack = Environment(python="3.12", torch="2.14.1", numpy=False)
     opts = Options(matrix_path=tmp_path / "matrix.yaml", locks=tmp_path / "locks", check=True)

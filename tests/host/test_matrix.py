@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from envbench.engine import gpu
-from envbench.errors import MatrixError
 from envbench.matrix import models
 from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
+from envbench.user_errors import MatrixError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,10 +9,10 @@ from test_matrix import problems
 
 from bench import workloads as catalog
 from envbench.cells import containerrun, expansion
-from envbench.errors import UserError
 from envbench.matrix import models
 from envbench.matrix.workloads import resolve_all
 from envbench.results.identity import SYNTHETIC, DataIdentity
+from envbench.user_errors import UserError
 
 HEAD = """
 environments:

@@ -12,10 +12,10 @@ import pytest
 from report_fixture import make_record
 
 from envbench.cells import expansion, traces
-from envbench.errors import MatrixError
 from envbench.matrix import models
 from envbench.report import pages, peaks
 from envbench.results import contract, identity
+from envbench.user_errors import MatrixError
 
 MATRIX = """
 environments:

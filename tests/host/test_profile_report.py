@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from report_fixture import as_cpu_cell
 
-from envbench.options import Options
+from envbench.command_options import Options
 from envbench.report import compare, pages
 from envbench.results import contract, store
 

@@ -14,10 +14,10 @@ from browser import assert_drawn, screenshot
 from report_fixture import HOSTILE, make_record, refoot, write_set
 
 from bench import result
-from envbench.errors import UserError
 from envbench.report import charts, formats, pages
 from envbench.results import contract
 from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
+from envbench.user_errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,12 +12,12 @@ import pytest
 from report_fixture import make_record
 
 from envbench import redact, terminal
-from envbench.errors import UserError
 from envbench.images import wheelcache
 from envbench.images.lock import Lock, Wheel
 from envbench.matrix import grammars
 from envbench.report import pages
 from envbench.results import store
+from envbench.user_errors import UserError
 
 TOKEN = "s3cr3t-t0ken"
 URL = "https://alice:%s@127.0.0.1:9/simple" % TOKEN  # port 9: nothing answers

@@ -12,10 +12,10 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from envbench.errors import MatrixError
 from envbench.matrix import models
 from envbench.slurm import cluster, runtimes
 from envbench.slurm.script import ImageUse, Step, render
+from envbench.user_errors import MatrixError
 
 BASE = """
 environments:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from envbench.errors import UserError
 from envbench.images import wheelstack
+from envbench.user_errors import UserError
 
 TORCH_1_12 = """\
 __version__ = '1.12.1+cu116'

@@ -8,19 +8,19 @@ from __future__ import annotations
 import importlib
 import sys
 
-from envbench import options, stopping
-from envbench.errors import BadInput, UserError
+from envbench import command_options, stopping
+from envbench.user_errors import BadInput, UserError
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = options.parser(__doc__.splitlines()[0])
+    p = command_options.parser(__doc__.splitlines()[0])
     argv = list(sys.argv[1:] if argv is None else argv)
-    verb_name = argv[0] if argv and argv[0] in options.COMMANDS else None
+    verb_name = argv[0] if argv and argv[0] in command_options.COMMANDS else None
     if verb_name is not None:
-        argv, ignored = options.split_foreign(verb_name, argv)
+        argv, ignored = command_options.split_foreign(verb_name, argv)
         for flag in [a.split("=", 1)[0] for a in ignored if a.startswith("--")]:
             print("envbench %s: ignoring %s (an option of %s; chained sessions share their "
-                  "options)" % (verb_name, flag, ", ".join(options.verbs_taking(flag))),
+                  "options)" % (verb_name, flag, ", ".join(command_options.verbs_taking(flag))),
                   file=sys.stderr)
     args, unknown = p.parse_known_args(argv)
     if unknown:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = stopping.as_interrupt()
     try:
         # The streams as they are now (a test may have replaced them), not at import time.
-        return int(verb.run(options.from_namespace(args), sys.stdout))
+        return int(verb.run(command_options.from_namespace(args), sys.stdout))
     except BadInput as exc:  # a bad matrix or selection: nothing ran
         print("error: %s" % exc, file=sys.stderr)
         return 2
