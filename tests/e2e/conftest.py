@@ -4,31 +4,16 @@ With CI set, an engine that does not answer fails these tests; elsewhere they sk
 """
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
 from cifar_fixture import write_cifar
+from e2e_support import E2E_MATRIX, EXTRA, TORCH, envbench
 
-from envbench.engine import gpu
 from envbench.images import baseimage
 from envbench.images import wheelhouse as wheelhouses
-
-ROOT = Path(__file__).resolve().parents[2]
-
-E2E_MATRIX = ROOT / "tests" / "e2e" / "matrix.yaml"
-TORCH = "2.13.0"
-# The example workloads' packages (examples/vit, examples/hf-bert), which the e2e pip stack
-# declares.
-EXTRA = ("einops==0.8.2", "transformers==5.25.0")
-
 
 # The modules whose images need the most disk at their peak (the CUDA 13 stack: ~20 GB with
 # its builder stage and its build context of wheels), run first among these tests, while the
@@ -96,13 +81,6 @@ def e2e_env(base_tag, python_base, wheelhouse, tmp_path_factory) -> dict[str, st
                 ENVBENCH_LOCKS=str(tmp_path_factory.mktemp("locks")))
 
 
-def envbench(env: dict[str, str], *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    """Run the kit's CLI as a user would and capture what they would see."""
-    return subprocess.run([sys.executable, "-m", "envbench", *map(str, args)], cwd=ROOT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=timeout)
-
-
 @pytest.fixture(scope="session")
 def first_run(e2e_env, cifar, tmp_path_factory):
     """Build both stacks and run one cell in each: the run the other tests look at."""
@@ -114,49 +92,4 @@ def first_run(e2e_env, cifar, tmp_path_factory):
     assert proc.returncode == 0, proc.stdout[-4000:]
     return reports, proc.stdout
 
-
-@contextlib.contextmanager
-def second_engine(client, base_tag: str, home: Path, data: Path,
-                  path: str | None = None) -> Iterator[str]:
-    """A second dockerd for one test, in its own network namespace (whatever it does to
-    bridges stays away from the main engine), its data in ``data``, with the base image
-    loaded from the main engine (no registry to pull it from); yields its socket URL.
-    ``path``: dockerd's PATH (what it finds there at start, e.g. a GPU hook, it keeps)."""
-    if os.getuid() != 0 or shutil.which("dockerd") is None:
-        pytest.skip("starting a second engine needs root and dockerd")
-    socket = "unix://%s" % (home / "docker.sock")
-    log = (home / "dockerd.log").open("w")
-    env = dict(os.environ, PATH=path) if path else None
-    daemon = subprocess.Popen(["unshare", "--net", "--", "dockerd", "--data-root",
-                               str(data / "root"), "--exec-root", str(home / "exec"),
-                               "--pidfile", str(home / "dockerd.pid"),
-                               "--host", socket, "--bridge", "none", "--iptables=false",
-                               "--ip6tables=false", "--storage-driver", "vfs"],
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                              env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                engine = docker.DockerClient(base_url=socket, timeout=300)
-                engine.ping()
-                break
-            except docker.errors.DockerException:
-                assert time.monotonic() < deadline, (home / "dockerd.log").read_text()[-2000:]
-                time.sleep(0.2)
-        engine.images.load(b"".join(client.images.get(base_tag).save(named=True)))
-        yield socket
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=60)
-
-
-def gpu_refusal() -> tuple[str, str, str, int]:
-    """How this host, whose engine has no NVIDIA runtime, refuses a run's GPU cells: (error
-    type, sentence, the run's line, the exit code of a run whose CPU cells ran). A host with
-    no NVIDIA GPU at all refuses them by design; one with a GPU lacks its runtime, a fault."""
-    if gpu.host_gpus() is None and gpu.proc_driver() is None and not gpu.nvidia_on_pci():
-        return "NoGpu", gpu.NO_GPU, "GPU cells are left out on this host: " + gpu.NO_GPU, 0
-    return ("GpuUnavailable", gpu.NO_RUNTIME,
-            "GPU cells cannot run on this host: " + gpu.NO_RUNTIME, 1)
 

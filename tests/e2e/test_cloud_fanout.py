@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, envbench
+from e2e_support import ROOT, envbench
 
 from envbench.cloud import fanout, local, runid
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import envbench
+from e2e_support import envbench
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import E2E_MATRIX, ROOT
+from e2e_support import E2E_MATRIX, ROOT
 
 from envbench.cells import runlock
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from conftest import E2E_MATRIX, ROOT, envbench, gpu_refusal
+from e2e_support import E2E_MATRIX, ROOT, envbench, gpu_refusal
 
 from bench.fingerprint import bench_sha256
 from envbench.cells import containerrun, expansion

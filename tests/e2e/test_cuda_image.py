@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, envbench, gpu_refusal
+from e2e_support import ROOT, envbench, gpu_refusal
 
 from envbench.engine import gpu
 from envbench.images import archs

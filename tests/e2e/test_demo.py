@@ -7,7 +7,7 @@ import re
 import statistics
 
 import pytest
-from conftest import envbench
+from e2e_support import envbench
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import envbench, second_engine
+from e2e_support import envbench, second_engine
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ import sys
 
 import docker
 import pytest
-from conftest import ROOT, envbench, second_engine
+from e2e_support import ROOT, envbench, second_engine
 
 from envbench.command_options import Options
 from envbench.commands import doctor

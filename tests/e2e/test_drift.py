@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from e2e_support import ROOT
 
 from envbench import stats
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from conftest import E2E_MATRIX, ROOT, envbench
+from e2e_support import E2E_MATRIX, ROOT, envbench
 
 pytestmark = pytest.mark.e2e
 

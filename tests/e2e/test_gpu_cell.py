@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import envbench
+from e2e_support import envbench
 
 from bench.result import PHASES
 from envbench.engine import gpu

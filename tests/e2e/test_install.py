@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import E2E_MATRIX, ROOT
+from e2e_support import E2E_MATRIX, ROOT
 
 pytestmark = pytest.mark.e2e
 

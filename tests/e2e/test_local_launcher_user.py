@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from e2e_support import ROOT
 from test_cloud_fanout import MATRIX, _vms
 
 from envbench import cache

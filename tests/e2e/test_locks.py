@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import E2E_MATRIX, envbench
+from e2e_support import E2E_MATRIX, envbench
 
 from envbench.images import build, dockerfile, lock, wheelcache
 from envbench.matrix.models import load

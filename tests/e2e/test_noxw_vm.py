@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from e2e_support import ROOT
 
 from envbench import enginereach, provision
 from envbench.engine import textbuild

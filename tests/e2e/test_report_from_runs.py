@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from conftest import E2E_MATRIX, envbench
+from e2e_support import E2E_MATRIX, envbench
 
 from envbench.images import lock
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import slurm_cluster
-from conftest import ROOT, envbench
+from e2e_support import ROOT, envbench
 
 pytestmark = pytest.mark.e2e
 

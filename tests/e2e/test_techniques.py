@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import E2E_MATRIX, envbench
+from e2e_support import E2E_MATRIX, envbench
 
 from envbench.report import formats
 

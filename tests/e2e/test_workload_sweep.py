@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from browser import assert_drawn, screenshot
-from conftest import E2E_MATRIX, ROOT, envbench
+from e2e_support import E2E_MATRIX, ROOT, envbench
 
 from bench import workloads
 
