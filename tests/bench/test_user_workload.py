@@ -189,3 +189,41 @@ def test_the_digest_is_of_names_and_bytes_and_refuses_links(tmp_path):
         workloads.digest(str(folder))
     with pytest.raises(WorkloadError, match="does not exist"):
         workloads.digest(str(tmp_path / "nothing"))
+
+
+LENET_AS_BUILD = '''
+from bench.workloads.lenet import LeNet
+
+
+def build(ctx):
+    train, test = ctx.cifar10()
+    return {"model": LeNet(), "train": train, "test": test, "inputs": "images",
+            "unit": "images"}
+'''
+
+
+def test_the_kits_lenet_written_as_a_build_trains_exactly_as_the_built_in(tmp_path):
+    """The user's interface carries a built-in whole: LeNet given as build(ctx) (its data
+    from ctx, the default loss and optimizer) is counted, trained and scored as the kit's
+    own lenet, to the last bit of its weights, on the same seed. A user's model is measured
+    by the same loop, not an approximation of it."""
+    path = _write(tmp_path, "lenet_build.py", LENET_AS_BUILD)
+    runs = {}
+    for name, extra in (("lenet", ()), ("mine", ("--workload-file", path))):
+        folder = tmp_path / name
+        folder.mkdir()
+        code, record, out = run_bench(folder, *RUN, "--deterministic", "--workload", name,
+                                      *extra)
+        assert code == 0, out
+        runs[name] = record
+    builtin, mine = runs["lenet"], runs["mine"]
+    for key in ("parameters", "flops_per_image", "flops", "unit", "units_per_sample",
+                "quality"):
+        assert mine["model"][key] == builtin["model"][key], key
+    assert (builtin["model"]["source"], mine["model"]["source"]) == ("builtin", "file")
+    for ours, kits in zip(mine["epochs"], builtin["epochs"]):
+        assert (ours["samples"], ours["train_loss"], ours["test_acc"], ours["test_loss"]) == \
+            (kits["samples"], kits["train_loss"], kits["test_acc"], kits["test_loss"])
+    digest = builtin["summary"]["weights_sha256"]
+    assert isinstance(digest, str) and len(digest) == 64
+    assert mine["summary"]["weights_sha256"] == digest
