@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import random
 import shutil
 from datetime import datetime, timedelta, timezone
@@ -27,8 +28,9 @@ def contradiction(record: dict) -> str | None:
     return crossfoot.contradiction(Result.of(contract.check(copy.deepcopy(record))))
 
 
-def consistent(seed: int, target: str = "cpu", quick: bool = False) -> dict:
-    record = make_record("a", target, 256, 0, random.Random(seed), quick=quick)
+def consistent(seed: int, target: str = "cpu", quick: bool = False,
+               factor: float = 1.0) -> dict:
+    record = make_record("a", target, 256, 0, random.Random(seed), quick=quick, factor=factor)
     record["run_s"] = round(sum(e["wall_s"] + e["test_s"] for e in record["epochs"]) + 9.0, 3)
     record["host_s"] = round(record["run_s"] + 0.8, 3)
     return record
@@ -269,3 +271,128 @@ def test_the_page_states_the_largest_clock_share_its_cell_and_the_csv_each_bound
     assert "clock_epoch_s_at_most" in csv_text.splitlines()[0]
     for r in records:
         assert str(r["clock"]["epoch_s_at_most"]) in csv_text
+
+
+# --- bench's run against its epochs and tests, and the host's wall around it ---------------
+
+def _with_tests(seed: int, test_s: float | None, factor: float = 1.0) -> dict:
+    """A consistent record whose every epoch's test pass took ``test_s`` (None: no test
+    pass), bench's run and the host's wall left for the caller to set."""
+    record = consistent(seed, factor=factor)
+    for e in record["epochs"]:
+        e["test_s"] = test_s
+    return record
+
+
+def test_a_run_shorter_than_its_epochs_and_tests_together_is_caught_by_both_sums():
+    """Five epochs and five test passes of 100 s each: bench's run cannot be shorter than
+    the two together, though it is longer than the epochs alone."""
+    record = _with_tests(8, 100.0)
+    walls = sum(e["wall_s"] for e in record["epochs"])
+    inside = walls + 500.0
+    record["run_s"] = round(walls + 400.0, 6)  # longer than the epochs, shorter than both
+    record["host_s"] = record["run_s"] + 0.5
+    assert contradiction(record) == (
+        "its epochs and tests take %.6g s, more than bench's whole run of %.6g s"
+        % (inside, record["run_s"]))
+    record["run_s"] = round(inside, 6)
+    record["host_s"] = record["run_s"] + 0.5
+    assert contradiction(record) is None
+
+
+def test_an_epoch_without_a_test_pass_adds_no_time_to_the_run():
+    """Short epochs (5 of about 1 s), so that a second counted for each missing test pass
+    would be past the slack."""
+    record = _with_tests(9, None, factor=0.005)
+    assert sum(e["wall_s"] for e in record["epochs"]) < 10
+    record["run_s"] = round(sum(e["wall_s"] for e in record["epochs"]) * 1.001, 6)
+    record["host_s"] = record["run_s"] + 0.5
+    assert contradiction(record) is None
+
+
+def test_the_runs_slack_is_two_percent_and_ten_milliseconds_over_what_it_holds():
+    """Inside the slack, within rounding of both parts: passed; just past it: caught."""
+    record = _with_tests(10, 0.5)
+    inside = sum(e["wall_s"] + 0.5 for e in record["epochs"])
+    record["host_s"] = round(inside + 5.0, 6)
+    record["run_s"] = round((inside - 0.009) / 1.02, 6)   # the 10 ms still covers it
+    assert contradiction(record) is None
+    record["run_s"] = round((inside - 0.011) / 1.02, 6)
+    assert contradiction(record).startswith("its epochs and tests take")
+
+
+def test_a_run_longer_than_the_hosts_wall_by_more_than_a_second_is_caught():
+    record = _with_tests(11, 0.5)
+    record["run_s"] = round(sum(e["wall_s"] + 0.5 for e in record["epochs"]) + 3.0, 6)
+    record["host_s"] = round(record["run_s"] - 0.999, 6)
+    assert contradiction(record) is None
+    record["host_s"] = round(record["run_s"] - 1.001, 6)
+    assert contradiction(record) == (
+        "bench's run of %.6g s is longer than the host's wall of %.6g s around its container"
+        % (record["run_s"], record["host_s"]))
+
+
+def test_at_the_runs_bound_to_the_last_bit_it_is_not_past_it():
+    """Epochs and tests that add up to bench's run times 1.02 plus 10 ms exactly (the last
+    test pass found bit by bit): at the bound is within it."""
+    record = _with_tests(12, 0.0)
+    record["run_s"] = 1100.0
+    record["host_s"] = 1100.5
+    bound = 1100.0 * (1 + crossfoot.PHASE_SLACK) + crossfoot.PHASE_SLACK_S
+    last = record["epochs"][-1]
+    last["test_s"] = bound - sum(e["wall_s"] for e in record["epochs"])
+    for _ in range(64):
+        inside = sum(e["wall_s"] + (e["test_s"] or 0.0) for e in record["epochs"])
+        if inside == bound:
+            break
+        last["test_s"] = math.nextafter(last["test_s"], math.inf if inside < bound else 0.0)
+    assert inside == bound
+    assert contradiction(record) is None
+    while inside == bound:  # the next sum above it: one ulp of the sum, not of the test
+        last["test_s"] = math.nextafter(last["test_s"], math.inf)
+        inside = sum(e["wall_s"] + (e["test_s"] or 0.0) for e in record["epochs"])
+    assert contradiction(record).startswith("its epochs and tests take")
+
+
+def test_a_run_a_second_longer_than_the_hosts_wall_exactly_is_within_it():
+    record = _with_tests(13, 0.5)
+    record["run_s"], record["host_s"] = 1100.0, 1099.0
+    assert contradiction(record) is None
+
+
+NOW = datetime(2026, 12, 6, 12, 0, tzinfo=timezone.utc)
+
+
+def said_of_written_at(written_at: str) -> str | None:
+    """What the check of times says of a consistent record written at ``written_at``, at
+    NOW."""
+    record = consistent(15)
+    record["written_at"] = written_at
+    return crossfoot._times(Result.of(contract.check(record)), NOW)
+
+
+def test_a_written_at_that_is_not_a_time_is_named():
+    record = consistent(14)
+    record["written_at"] = "yesterday, around noon"
+    assert contradiction(record) == "its written_at 'yesterday, around noon' is not a time"
+    record["written_at"] = "x" * 60
+    assert contradiction(record) == "its written_at %r is not a time" % ("x" * 40)
+    # ISO 8601's UTC designator is a capital Z (what Python reads); bench writes +00:00.
+    record["written_at"] = "2026-12-01T10:00:00z"
+    assert contradiction(record) == "its written_at '2026-12-01T10:00:00z' is not a time"
+
+
+def test_a_written_at_a_day_ahead_is_the_clocks_slack_and_past_it_the_future():
+    assert said_of_written_at("2026-12-07T12:00:00+00:00") is None
+    assert said_of_written_at("2026-12-07T12:00:01+00:00") == (
+        "it was written at 2026-12-07T12:00:01+00:00, in the future")
+    assert said_of_written_at("2026-12-06T12:00:00Z") is None  # now: not in the future
+    # ISO's longest form (an offset to the microsecond) is quoted to 40 characters.
+    assert said_of_written_at("2026-12-08T12:00:00.000000+00:00:00.000000") == (
+        "it was written at 2026-12-08T12:00:00.000000+00:00:00.0000, in the future")
+
+
+def test_a_written_at_without_a_zone_is_read_as_utc():
+    assert said_of_written_at("2026-12-07T12:00:00") is None
+    assert said_of_written_at("2026-12-08T12:00:00") == (
+        "it was written at 2026-12-08T12:00:00, in the future")
