@@ -8,6 +8,7 @@ import json
 import math
 import random
 import shutil
+import statistics
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -396,3 +397,232 @@ def test_a_written_at_without_a_zone_is_read_as_utc():
     assert said_of_written_at("2026-12-07T12:00:00") is None
     assert said_of_written_at("2026-12-08T12:00:00") == (
         "it was written at 2026-12-08T12:00:00, in the future")
+
+
+# --- memory peaks against what holds them, and the final figures against the last epoch -----
+
+def test_gpu_memory_allocated_beyond_what_was_reserved_is_caught():
+    record = consistent(17, "gpu")
+    memory = record["memory"]
+    memory["gpu_peak_allocated_bytes"] = memory["gpu_peak_reserved_bytes"]  # all of it: fine
+    assert contradiction(record) is None
+    memory["gpu_peak_allocated_bytes"] = memory["gpu_peak_reserved_bytes"] + 1
+    assert contradiction(record) == (
+        "its GPU memory peak allocated (%d bytes) exceeds the peak reserved (%d), which holds "
+        "it" % (memory["gpu_peak_allocated_bytes"], memory["gpu_peak_reserved_bytes"]))
+
+
+@pytest.mark.parametrize("limit, peak, problem", [
+    ("1g", 2**30, None),                    # the whole limit
+    ("1g", int(2**30 * 1.0099), None),      # a page cache's worth over: the 1% slack
+    ("100m", 105_906_176, None),            # 100m and 1% exactly: at the slack is within it
+    ("1g", None, None),                     # no cgroup peak measured: nothing to hold
+    ("1g", int(2**30 * 1.02) + 1, "its container's memory peak (%d bytes) exceeds the "
+                                  "container's limit of 1g"),
+    # The limit as the matrix gave it, quoted to 20 characters.
+    ("000000000000000000001g", 2 * 2**30, "its container's memory peak (%d bytes) exceeds the "
+                                          "container's limit of 00000000000000000000"),
+])
+def test_a_containers_memory_peak_past_its_limit_is_caught(limit, peak, problem):
+    record = consistent(18)
+    record["cell"]["resources"]["memory"] = limit
+    record["memory"]["cgroup_peak_bytes"] = peak
+    assert contradiction(record) == (problem % peak if problem else None)
+
+
+def test_a_summary_without_the_accuracy_its_last_epoch_has_is_caught():
+    record = consistent(19)
+    acc = record["epochs"][-1]["test_acc"]
+    record["summary"]["final_test_acc"] = None
+    assert contradiction(record) == (
+        "its summary's final_test_acc is None, but its last epoch's test_acc is %s" % acc)
+    record["summary"]["final_test_acc"] = acc
+    record["epochs"][-1]["test_acc"] = None
+    assert contradiction(record) == (
+        "its summary's final_test_acc is %s, but its last epoch's test_acc is None" % acc)
+
+
+# --- each check's sentence, exactly, and the edges of what it lets through -----------------
+
+def _phases_summing_to(epoch: dict, total: float, cuda: bool = False) -> None:
+    """The epoch's phases made to add up to ``total`` (its device phases on CUDA)."""
+    counted = [k for k in epoch["phases_s"] if not (cuda and k == "data")]
+    others = sum(epoch["phases_s"][k] for k in counted if k != "backward")
+    epoch["phases_s"]["backward"] = total - others
+    assert epoch["phases_s"]["backward"] >= 0
+
+
+def test_the_numbering_and_rate_of_an_epoch_are_named_exactly():
+    record = consistent(20)
+    record["epochs"][1]["epoch"] = 7
+    assert contradiction(record) == "epoch 1 is numbered 7: epochs run 0, 1, 2, ... in order"
+    record = consistent(20)
+    record["epochs"][0]["epoch"] = 10**22   # quoted to 20 characters
+    assert contradiction(record) == (
+        "epoch 0 is numbered %s: epochs run 0, 1, 2, ... in order" % str(10**22)[:20])
+    record = consistent(20)
+    e = record["epochs"][0]
+    e["samples_per_s"] *= 2
+    assert contradiction(record) == (
+        "epoch 0: %d samples in %.6g s is %.6g samples/s, but it says %.6g"
+        % (e["samples"], e["wall_s"], e["samples"] / e["wall_s"], e["samples_per_s"]))
+
+
+def test_an_epoch_that_saw_other_data_than_the_first_is_named_against_the_first():
+    record = consistent(21)
+    first, second = record["epochs"][0], record["epochs"][1]
+    second["samples"] = first["samples"] - 10
+    second["samples_per_s"] = second["samples"] / second["wall_s"]
+    assert contradiction(record) == (
+        "epoch 1 trained %d samples and epoch 0 %d: every epoch of a run sees the same data"
+        % (second["samples"], first["samples"]))
+
+
+def test_phases_within_two_percent_and_ten_milliseconds_of_the_wall_pass_and_past_it_not():
+    record = consistent(22)
+    e = record["epochs"][2]
+    _phases_summing_to(e, e["wall_s"] * 1.02 + 0.009)
+    assert contradiction(record) is None
+    _phases_summing_to(e, e["wall_s"] * 1.02 + 0.011)
+    assert contradiction(record) == (
+        "epoch 2: its phases add up to %.6g s, more than its wall of %.6g s"
+        % (sum(e["phases_s"].values()), e["wall_s"]))
+
+
+def test_on_cuda_the_data_phase_overlaps_the_device_phases_and_is_bounded_alone():
+    """CUDA's phases are event spans on the device; `data` is host time beside them. Each
+    at 90% of the wall passes on CUDA (on the CPU, where they partition the wall, not)."""
+    gpu, cpu = consistent(23, "gpu"), consistent(23, "cpu")
+    for record in (gpu, cpu):
+        e = record["epochs"][2]
+        e["phases_s"]["data"] = 0.9 * e["wall_s"]
+        _phases_summing_to(e, 0.9 * e["wall_s"], cuda=True)
+    assert contradiction(gpu) is None
+    assert contradiction(cpu).startswith("epoch 2: its phases add up to")
+    e = gpu["epochs"][2]
+    e["phases_s"]["data"] = e["wall_s"] * 1.02 + 0.011
+    assert contradiction(gpu) == (
+        "epoch 2: its data phase of %.6g s is longer than its wall of %.6g s"
+        % (e["phases_s"]["data"], e["wall_s"]))
+
+
+def _failed(record: dict) -> dict:
+    record["status"] = "failed"
+    record["error"] = {"type": "RuntimeError", "message": "stopped"}
+    return record
+
+
+def test_a_failed_run_may_hold_fewer_epochs_than_asked_but_never_more():
+    record = consistent(24)
+    record["epochs"].pop()
+    assert contradiction(record) == "it holds 4 epochs, but its config asked for 5"
+    assert contradiction(_failed(record)) is None
+    record = _failed(consistent(24))
+    record["epochs"].append(dict(record["epochs"][-1], epoch=5))
+    assert contradiction(record) == "it holds 6 epochs, but its config asked for 5"
+
+
+def test_a_failed_runs_summary_is_not_held_to_its_epochs():
+    record = _failed(consistent(25))
+    record["summary"]["epoch_s_median"] *= 3
+    assert contradiction(record) is None
+
+
+def _trained(record: dict, samples: int) -> dict:
+    for e in record["epochs"]:
+        e["samples"] = samples
+        e["samples_per_s"] = samples / e["wall_s"]
+    steady = record["epochs"][1:]
+    record["summary"]["samples_per_s"] = statistics.median(e["samples_per_s"] for e in steady)
+    return record
+
+
+def test_samples_past_the_limit_are_allowed_only_what_a_distributed_sampler_repeats():
+    record = _trained(consistent(26), 516)
+    record["config"]["limit"] = 512
+    assert "repeated_samples_per_epoch" not in record["parallel"]
+    record["parallel"]["repeated_samples_per_epoch"] = 4
+    assert contradiction(record) is None
+    record["parallel"]["repeated_samples_per_epoch"] = 3
+    assert contradiction(record) == ("each epoch trained 516 samples, more than its data's "
+                                     "512 and the 3 a distributed sampler repeats")
+    del record["parallel"]["repeated_samples_per_epoch"]   # none repeated: no allowance
+    record["config"]["limit"] = 515
+    assert contradiction(record) == "each epoch trained 516 samples, more than its data's 515"
+
+
+def test_only_cifar10_read_as_itself_bounds_an_epoch_by_its_50000_images():
+    for change in (lambda r: r["cell"].update(data=None),
+                   lambda r: r["config"].update(synthetic=True)):
+        record = _trained(consistent(27), 60_000)
+        change(record)
+        assert contradiction(record) is None
+
+
+@pytest.mark.parametrize("key, scale, what", [
+    ("epoch_s_median", 3, "the median of its steady epochs' walls"),
+    ("first_epoch_s", 2, "its first epoch's wall"),
+    ("samples_per_s", 2, "the median of its steady epochs' samples/s"),
+])
+def test_a_summary_figure_that_is_not_its_epochs_is_named_exactly(key, scale, what):
+    record = consistent(28)
+    expected = record["summary"][key]
+    record["summary"][key] = expected * scale
+    walls = [e["wall_s"] for e in record["epochs"]]
+    rates = [e["samples_per_s"] for e in record["epochs"]]
+    truth = {"epoch_s_median": statistics.median(walls[1:]), "first_epoch_s": walls[0],
+             "samples_per_s": statistics.median(rates[1:])}[key]
+    assert contradiction(record) == "its summary's %s is %.6g, but %s is %.6g" % (
+        key, expected * scale, what, truth)
+
+
+def test_a_final_test_loss_that_is_not_the_last_epochs_is_named():
+    record = consistent(29)
+    record["epochs"][-1]["test_loss"] = 1.25
+    record["summary"]["final_test_loss"] = 1.5
+    assert contradiction(record) == (
+        "its summary's final_test_loss is 1.5, but its last epoch's test_loss is 1.25")
+
+
+def test_the_clocks_sentences_and_edges():
+    record = consistent(30, factor=0.004)   # epochs under a second: a mark may be that long
+    longest = max(e["wall_s"] for e in record["epochs"])
+    record["clock"] = {"marks_per_epoch": 1, "mark_s": longest, "epoch_s_at_most": longest}
+    assert contradiction(record) is None    # as long as the longest epoch: not more
+    record["clock"] = {"marks_per_epoch": 2, "mark_s": 0.25, "epoch_s_at_most": 0.125}
+    assert contradiction(record) == (
+        "its clock's bound (0.125 s an epoch) is not its 2 marks times 0.25 s a mark")
+    record["clock"] = {"marks_per_epoch": 4, "mark_s": 0.5, "epoch_s_at_most": 2.0}
+    assert contradiction(record) == (
+        "its clock's cost (2 s an epoch) is more than its longest epoch (%.3g s)" % longest)
+    record = _failed(consistent(30))
+    record["epochs"] = []
+    assert contradiction(record) is None    # a clock, and no epoch to hold it to
+
+
+def test_a_failed_run_without_a_parallel_section_gets_no_sampler_allowance():
+    record = _failed(_trained(consistent(31), 516))
+    record["parallel"] = None
+    record["config"]["limit"] = 515
+    assert contradiction(record) == "each epoch trained 516 samples, more than its data's 515"
+
+
+def test_a_clock_bound_of_marks_over_their_cost_is_not_marks_times_it():
+    record = consistent(32)
+    record["clock"] = {"marks_per_epoch": 2, "mark_s": 0.5, "epoch_s_at_most": 4.0}
+    assert contradiction(record) == (
+        "its clock's bound (4 s an epoch) is not its 2 marks times 0.5 s a mark")
+
+
+def test_a_hidden_character_or_a_name_not_in_nfkc_is_named_with_its_key():
+    record = consistent(33)
+    record["cell"]["environment"] = None  # a cell without one is passed over, not the rest
+    record["cell"]["target"] = "cpu\u200b"
+    assert contradiction(record) == (
+        "its cell's target holds U+200B ZERO WIDTH SPACE, which shows nothing or reorders "
+        "the text")
+    record = consistent(33)
+    record["cell"]["environment"] = "ｔｏｒｃｈ" + "x" * 70   # fullwidth letters, quoted to 60
+    assert contradiction(record) == (
+        "its cell's environment %r is not in NFKC form: it would look like another name"
+        % record["cell"]["environment"][:60])
