@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 from docker.models.containers import Container  # noqa: E402
 
 from envbench.cells import containerrun, matrixrun, records, sensors  # noqa: E402
+from envbench.command_options import Options  # noqa: E402
 from envbench.engine import connection  # noqa: E402
 from envbench.images import baseimage  # noqa: E402
-from envbench.command_options import Options  # noqa: E402
 from envbench.results import store  # noqa: E402
 
 SPENT: dict[str, list[float]] = defaultdict(list)
