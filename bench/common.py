@@ -128,6 +128,9 @@ def read_regular(path: "os.PathLike[str] | str", cap: int) -> bytes:
 # --- pip's settings, read the way pip reads them (by the host, and by ./noxw before any pip)
 
 PIP_CONFIG_BYTES = 1 << 20   # a pip.conf is a few lines
+# The index an installed pip uses when nothing is configured, asked of that pip (the kit
+# writes no package registry's address of its own): pip's internal name, so callers guard it.
+PIP_DEFAULT_QUERY = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
 
 
 def pip_config_files(environ: Mapping[str, str], prefix: str = sys.prefix) -> List[str]:
@@ -139,7 +142,7 @@ def pip_config_files(environ: Mapping[str, str], prefix: str = sys.prefix) -> Li
     named = environ.get("PIP_CONFIG_FILE")
     if named == os.devnull:
         return []
-    home = os.path.expanduser("~")
+    home = environ.get("HOME") or os.path.expanduser("~")
     found = [os.path.join(d, "pip", "pip.conf")
              for d in (environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep) if d]
     found.append("/etc/pip.conf")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bench import common
-from bench.common import http_url, without_credentials
+from bench.common import PIP_DEFAULT_QUERY, http_url, without_credentials
 from envbench import enginereach, stopping
 from envbench.user_errors import BadInput, UserError
 
@@ -40,9 +40,6 @@ def say(out: TextIO, text: str) -> None:
     print("[setup] %s" % text, file=out, flush=True)
 
 
-# pip's default index, asked of pip (the kit writes no package registry's address of its
-# own); pip's internal name, hence the guard around it.
-PIP_DEFAULT_QUERY = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
 
 
 def pip_settings() -> dict[str, str]:

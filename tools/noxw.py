@@ -37,7 +37,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench.common: standard library only, like this file
-from bench.common import http_url, pip_settings, without_credentials  # noqa: E402
+from bench.common import (  # noqa: E402
+    PIP_DEFAULT_QUERY,
+    http_url,
+    pip_settings,
+    without_credentials,
+)
 
 UV_VERSION = "0.13.9"
 # (wheel file, sha256, size in bytes) per platform, from the index's own listing of uv 0.13.9.
@@ -61,9 +66,6 @@ UV_WHEELS = {
 }
 UV_WHEELS[("linux", "aarch64", "musl")] = UV_WHEELS[("linux", "aarch64", "glibc")]
 UV_WHEELS[("darwin", "aarch64", "")] = UV_WHEELS[("darwin", "arm64", "")]
-# The index an installed pip uses when nothing is configured, asked of that pip: the kit
-# writes no package registry's address of its own. pip's internal name, hence the guard.
-PIP_DEFAULT_QUERY = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
 REQUIREMENTS = ROOT / "tools" / "noxw-requirements.txt"
 ATTEMPTS = 5
 

@@ -62,16 +62,8 @@ def write(path: Path, text: str) -> Path:
 
 
 def ours(env: dict[str, str], said: list[str] | None = None) -> dict[str, str]:
-    """bench.common's reading with ``env`` as the environment and its home."""
-    before = os.environ.get("HOME")
-    os.environ["HOME"] = env["HOME"]  # expanduser reads HOME from the process
-    try:
-        return pip_settings(env, warn=None if said is None else said.append)
-    finally:
-        if before is None:
-            del os.environ["HOME"]
-        else:
-            os.environ["HOME"] = before
+    """bench.common's reading with ``env`` as the environment (its HOME included)."""
+    return pip_settings(env, warn=None if said is None else said.append)
 
 
 def test_every_file_section_and_variable_weighs_as_pip_weighs_it(place):
