@@ -69,7 +69,7 @@ def main() -> int:
                       flush=True)
     import torch
 
-    from envbench import stats
+    from envbench import verdicts
 
     print("\ntorch %s, %d CPUs, %d rounds x %d epochs (the first dropped), resident pipeline"
           % (torch.__version__, os.cpu_count(), args.rounds, args.epochs))
@@ -77,7 +77,10 @@ def main() -> int:
                                                 "95% interval", "window s", "probe s"))
     for name in names:
         plain, profiled = steady[(name, "plain")], steady[(name, "profiled")]
-        low, high = stats.hierarchical_ratio_ci(profiled, plain)
+        # The kit's test of the rounds' repeats (Welch's t on their logs), at 95%.
+        test = verdicts.of_repeats(profiled, plain)
+        low, high = (test.interval(verdicts.ALPHA) if isinstance(test, verdicts.Test)
+                     else (float("nan"), float("nan")))
         a = statistics.median(statistics.median(r) for r in plain)
         b = statistics.median(statistics.median(r) for r in profiled)
         window = statistics.median(r["profile"]["window_s"] for r in records[name])

@@ -128,7 +128,7 @@ def main() -> int:
                       flush=True)
     import torch
 
-    from envbench import stats
+    from envbench import verdicts
 
     print("\ntorch %s, %d CPUs, %d rounds x %d epochs (the first dropped), resident pipeline"
           % (torch.__version__, os.cpu_count(), args.rounds, args.epochs))
@@ -139,7 +139,10 @@ def main() -> int:
         runs_bench, runs_plain = steady[(name, "bench")], steady[(name, "plain")]
         bench = statistics.median(statistics.median(run) for run in runs_bench)
         plain = statistics.median(statistics.median(run) for run in runs_plain)
-        low, high = stats.hierarchical_ratio_ci(runs_bench, runs_plain)
+        # The kit's test of the rounds' repeats (Welch's t on their logs), at 95%.
+        test = verdicts.of_repeats(runs_bench, runs_plain)
+        low, high = (test.interval(verdicts.ALPHA) if isinstance(test, verdicts.Test)
+                     else (float("nan"), float("nan")))
         limit, _, _ = SIZES[name]
         model = described[name]
         units = limit * model["units_per_sample"] / bench

@@ -1,6 +1,9 @@
-"""The statistics the report uses, in one place: medians, quantiles, spread, bootstrap CIs.
+"""Descriptive statistics the report uses, in one place: medians, quantiles, spread.
 
-Plain Python (no numpy on the host): inputs are a few dozen epoch times.
+Plain Python (no numpy on the host): inputs are a few dozen epoch times. The verdicts'
+test lives in envbench.verdicts; the two bootstraps here are what verdicts stood on before
+it, kept for the calibration harness (benchmarks/verdict_calibration.py --methods), which
+measures them beside it.
 """
 from __future__ import annotations
 
@@ -73,7 +76,7 @@ def repeat_median(repeats: Sequence[Sequence[float]]) -> float:
     return median([median(epochs) for epochs in repeats])
 
 
-# The two-stage bootstrap's work is bounded whatever a results folder holds. A drawn repeat's
+# The two-stage bootstrap's work is bounded whatever it is given. A drawn repeat's
 # median is drawn in one step from the order statistics of its sorted epochs, so a repeat of
 # 1,000 epochs costs what one of 5 does; and where the repeats are so many that the resamples
 # would pass MAX_REPEAT_DRAWS repeat draws, fewer resamples are taken (MIN_RESAMPLES at least).
@@ -111,19 +114,6 @@ def _bounded(resamples: int, *sides: Sequence[Sequence[float]]) -> int:
 
 def _sorted(repeats: Sequence[Sequence[float]]) -> list[list[float]]:
     return [sorted(epochs) for epochs in repeats]
-
-
-def hierarchical_median_ci(repeats: Sequence[Sequence[float]], confidence: float = 0.95,
-                           resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of repeat_median(repeats), drawn the same two-stage way as
-    hierarchical_ratio_ci: repeats with replacement, then epochs within each."""
-    if not repeats or not all(repeats):
-        raise ValueError("bootstrap of an empty sample")
-    rng = random.Random(seed)
-    ordered = _sorted(repeats)
-    draws = [_resampled(ordered, rng) for _ in range(_bounded(resamples, repeats))]
-    tail = (1.0 - confidence) / 2.0
-    return quantile(draws, tail), quantile(draws, 1.0 - tail)
 
 
 def hierarchical_ratio_ci(numerator: Sequence[Sequence[float]],

@@ -1,25 +1,29 @@
 """How many repeats each measurement needs: the matrix's number, one re-run for each repeat
 that ran contended, and with `repeats: auto` more rounds only where a comparison is open.
 
-A measurement is its cell without the repeat number. Two measurements are compared when
-they differ only in the environment (the page's main answer). With `repeats: auto`, after
-MIN_REPEATS clean repeats a comparison is decided when the interval of its ratio (the
-two-stage bootstrap, envbench.stats) lies wholly on one side of 1, or straddles 1 but is
-narrower than the matrix's precision ("no difference at this precision"); the kit stops at
-max_repeats either way, re-runs of contended repeats included.
+A measurement is its cell without the repeat number; a point is a target, a variant and
+--quick, and the measurements of one point (its environments) are compared with each other
+(the page's main answer). With `repeats: auto`, after MIN_REPEATS rounds a point's
+comparisons are looked at after every round: one is decided when its interval (the
+calibrated test, envbench.verdicts, at the share of the level this look may spend,
+envbench.looks) lies wholly on one side of 1, or straddles 1 but is narrower than the
+matrix's precision ("no difference at this precision"). While any of a point's comparisons
+is open, every environment of the point takes one more round, so that all its comparisons
+stay at one look; the kit stops at max_repeats either way, re-runs of contended repeats
+included.
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bench.summary import steady
-from envbench import stats
+from envbench import looks, verdicts
 from envbench.cells.expansion import Cell
 from envbench.results.identity import variant_text
-
-MIN_REPEATS = 3
+from envbench.verdicts import MIN_REPEATS
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,11 @@ class Policy:
     repeats: int | None   # None: auto
     max_repeats: int
     precision: float
+
+    @property
+    def looks_up_to(self) -> int | None:
+        """Where the repeats are auto: the most the run may take (it looks up to there)."""
+        return self.max_repeats if self.repeats is None else None
 
     @property
     def planned(self) -> int:
@@ -55,17 +64,23 @@ def contended(records: Sequence[dict[str, Any]]) -> int:
     return sum(1 for r in records if (r.get("noise") or {}).get("contended"))
 
 
-def open_comparison(a: list[list[float]], b: list[list[float]], precision: float) -> bool:
-    """Too few clean repeats on a side, or an interval that straddles 1 and is wider than
-    the precision."""
-    if len(a) < MIN_REPEATS or len(b) < MIN_REPEATS:
+def open_comparison(a: list[list[float]], b: list[list[float]], precision: float,
+                    look: int, max_repeats: int) -> bool:
+    """Too few clean repeats on a side (or none that differ), or an interval at this look's
+    share of the level that straddles 1 and is wider than the precision."""
+    test = verdicts.of_repeats(a, b)
+    if isinstance(test, verdicts.NoTest):
         return True
-    low, high = stats.hierarchical_ratio_ci(a, b)
+    side = looks.Side(max_repeats, look, run=0, point="")
+    low, high = test.interval(verdicts.ALPHA * looks.share_of(side, side))
     return low <= 1.0 <= high and high - low > precision
 
 
-def wanted(policy: Policy, done: dict[tuple[str, str, str, bool], list[dict[str, Any]]]
-           ) -> dict[tuple[str, str, str, bool], int]:
+Measurement = tuple[str, str, str, bool]
+
+
+def wanted(policy: Policy, done: dict[Measurement, list[dict[str, Any]]]
+           ) -> dict[Measurement, int]:
     """For each measurement, how many repeats it should have now."""
     out = {}
     for key, records in done.items():
@@ -76,24 +91,26 @@ def wanted(policy: Policy, done: dict[tuple[str, str, str, bool], list[dict[str,
             out[key] = count
     if policy.repeats is not None:
         return out
-    # auto: one more round for every measurement in an open comparison (too few clean
-    # repeats counts as open), up to the maximum.
-    by_point: dict[tuple[str, str, bool], list[tuple[str, str, str, bool]]] = {}
+    # auto: one more round for every environment of a point while any of its comparisons
+    # is open (too few clean repeats counts as open), up to the maximum.
+    by_point: dict[tuple[str, str, bool], list[Measurement]] = {}
     for key in done:
         by_point.setdefault((key[1], key[2], key[3]), []).append(key)
-    for key, records in done.items():
-        if not any(r.get("status") == "ok" for r in records):
-            continue  # a cell that cannot run here (no GPU, a failed build) is not repeated
-        # max_repeats is the most repeats a measurement gets, re-runs of contended ones
-        # included: on a machine that stays busy the run ends there (its contended repeats
-        # marked), instead of running up to twice as many rounds.
-        limit = policy.max_repeats
-        peers = [k for k in by_point[(key[1], key[2], key[3])] if k != key
-                 and any(r.get("status") == "ok" for r in done[k])]
-        mine = clean_repeats(records)
-        still_open = len(mine) < MIN_REPEATS or any(
-            open_comparison(mine, clean_repeats(done[peer]), policy.precision)
-            for peer in peers)
-        if still_open and len(records) < limit:
-            out[key] = len(records) + 1
+    for keys in by_point.values():
+        # A cell that cannot run here (no GPU, a failed build) is not repeated.
+        runnable = [k for k in keys if any(r.get("status") == "ok" for r in done[k])]
+        clean = {k: clean_repeats(done[k]) for k in runnable}
+        # In step, every runnable environment of the point holds as many repeats: the look.
+        look = max((len(done[k]) for k in runnable), default=0)
+        still_open = any(len(clean[k]) < MIN_REPEATS for k in runnable) or any(
+            open_comparison(clean[x], clean[y], policy.precision, look, policy.max_repeats)
+            for x, y in itertools.combinations(runnable, 2))
+        if not still_open:
+            continue
+        for key in runnable:
+            # max_repeats is the most repeats a measurement gets, re-runs of contended ones
+            # included: on a machine that stays busy the run ends there (its contended
+            # repeats marked), instead of running up to twice as many rounds.
+            if len(done[key]) < policy.max_repeats:
+                out[key] = len(done[key]) + 1
     return out

@@ -152,7 +152,8 @@ class _Session:
     def run(self, slot: schedule.Slot, mode: str, seed: int) -> tuple[dict[str, Any], str]:
         """Run or reuse one cell; return its record and the end of its progress line."""
         cell = slot.cell
-        self.order = slot.record(mode, seed)
+        self.order = slot.record(mode, seed, _policy(self.matrix, self.opts).looks_up_to
+                                 if mode == "interleaved" else None)
         target = self.matrix.targets[cell.target]
         if target.device == "cuda" and cell.environment in self.gpu_blocked:
             block = self.gpu_blocked[cell.environment]

@@ -26,8 +26,14 @@ class Slot:
     round: int
     position: int
 
-    def record(self, mode: str, seed: int) -> dict[str, object]:
-        return {"mode": mode, "seed": seed, "round": self.round, "position": self.position}
+    def record(self, mode: str, seed: int, max_repeats: int | None = None) -> dict[str, object]:
+        """The result's order section; ``max_repeats`` where the run's repeats are auto (its
+        verdicts then spend the share of their level that their look was given)."""
+        out: dict[str, object] = {"mode": mode, "seed": seed, "round": self.round,
+                                  "position": self.position}
+        if max_repeats is not None:
+            out["max_repeats"] = max_repeats
+        return out
 
 
 def new_seed() -> int:

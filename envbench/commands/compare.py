@@ -60,6 +60,9 @@ def run(opts: Options, out: TextIO = sys.stdout) -> int:
                   file=out)
     regressions = sum(c.flag == "regression" for c in changes)
     lost = [c for c in changes if c.flag in LOST]
+    family = compare.family_sentence(changes)
+    if family:
+        print(family, file=out)
     print("%d cells; %d regression(s), %d improvement(s) beyond %s%%%s; wrote %s and %s"
           % (len(changes), regressions, sum(c.flag == "improvement" for c in changes),
              "%g" % (100 * opts.threshold), "; %d cell(s) failed or missing in NEW" % len(lost)

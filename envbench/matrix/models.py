@@ -25,7 +25,7 @@ from pydantic_core import ErrorDetails
 
 from bench import workloads as catalog
 from bench.options import FUNCTION_NAME
-from envbench import files
+from envbench import files, verdicts
 from envbench.matrix import grammars, yamlio
 from envbench.matrix.grammars import size_bytes
 from envbench.user_errors import MatrixError
@@ -550,13 +550,14 @@ class Settings(_Strict):
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
-MIN_AUTO_REPEATS = 3
+MIN_AUTO_REPEATS = verdicts.MIN_REPEATS
 
 
 class Benchmark(Settings):
     # auto: at least 3 rounds, then more only where a comparison is still open, up to
-    # max_repeats; an open comparison is one whose interval straddles 1 and is wider than
-    # precision (a fraction: 0.03 is 3%).
+    # max_repeats; an open comparison is one whose interval (at its look's share of the
+    # level, envbench.looks) straddles 1 and is wider than precision (a fraction: 0.03 is
+    # 3%).
     repeats: Union[Annotated[int, Field(strict=True, ge=1, le=100)], Literal["auto"]] = 3
     max_repeats: Annotated[int, Field(strict=True, ge=MIN_AUTO_REPEATS, le=100)] = 10
     precision: Annotated[float, Field(strict=True, gt=0, lt=1)] = 0.03

@@ -6,9 +6,11 @@ A cell is matched across the runs by what the user would call it: environment, t
 swept options, and --quick / synthetic data; where a run holds the cell in more than one
 image, by its image too, so that each is shown (the same image pairs across the runs; one
 image on a side pairs with the one on the other, whatever it is). Its time ratio new/old
-gets a bootstrap interval from both runs' repeats (then their steady epochs); a regression
-(or an improvement) is flagged only when the whole interval is beyond the threshold
-(default 5%).
+gets the calibrated test of the two runs' repeats (envbench.verdicts); a regression (or an
+improvement) is flagged only when the whole interval is beyond the threshold (default 5%).
+The cells are tested together as one family (Holm's step-down on each cell's p-value of a
+ratio beyond the threshold), so that the chance that any flag is false is at most 5%; each
+interval is printed at the level its cell was tested at.
 Beside each changed cell:
 what changed in its stack (torch, CUDA, cuDNN, driver, lock, image).
 """
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envbench import stats, users
+from envbench import looks, users, verdicts
 from envbench.report import grouping, operators, templating
 from envbench.report.grouping import Group
 from envbench.report.operators import Moved
@@ -40,7 +42,10 @@ class Change:
     old: Group | None
     new: Group | None
     ratio: float | None = None                # new / old median epoch: > 1 is slower
-    ci: tuple[float, float] | None = None
+    test: verdicts.Test | verdicts.NoTest | None = None   # new's repeats against old's
+    share: float = 1.0                        # of the level: the looks the repeats took
+    level: float = verdicts.ALPHA             # the family's level for this cell (Holm)
+    ci: tuple[float, float] | None = None     # at level × share
     flag: str = "—"                           # "regression", "improvement", "no change", …
     differences: tuple[tuple[str, Any, Any], ...] = ()
     # Where both runs were profiled: the operators whose time per step moved the most in
@@ -120,21 +125,48 @@ def compare(old: list[Result], new: list[Result], threshold: float = 0.05,
             change.flag = "failed in the %s run" % ("old" if not o.epoch_s else "new")
         else:
             change.ratio = n.epoch_s / o.epoch_s
-            if min(len(o.repeat_walls), len(n.repeat_walls)) >= grouping.MIN_REPEATS:
-                change.ci = stats.hierarchical_ratio_ci(n.repeat_walls, o.repeat_walls)
-            change.flag = _flag(change.ci, threshold)
-            if change.flag in ("regression", "improvement"):
-                change.operators = tuple(operators.accounting(o, n, change.flag == "regression"))
+            change.test = verdicts.of_repeats(n.repeat_walls, o.repeat_walls)
+            change.share = looks.share_of(o.side, n.side)
             a, b = _fingerprint(o), _fingerprint(n)
             change.differences = tuple((label, a[label], b[label]) for label, _ in FINGERPRINT
                                        if a[label] != b[label])
         changes.append(change)
+    _test_together(changes, threshold)
+    for change in changes:
+        if change.test is not None:
+            why = change.test.reason if isinstance(change.test, verdicts.NoTest) else None
+            change.flag = _flag(change.ci, threshold, why)
+            o, n = change.old, change.new
+            if change.flag in ("regression", "improvement") and o and n:
+                change.operators = tuple(operators.accounting(o, n, change.flag == "regression"))
     return changes
 
 
-def _flag(ci: tuple[float, float] | None, threshold: float) -> str:
+def _test_together(changes: list[Change], threshold: float) -> None:
+    """Holm's step-down over the cells that have a test: each is tested at its level, by
+    its p-value of a ratio beyond the threshold (divided by its looks' share)."""
+    tested = [(c, c.test) for c in changes if isinstance(c.test, verdicts.Test)]
+    levels = verdicts.holm([test.p(threshold) / c.share for c, test in tested])
+    for (change, test), level in zip(tested, levels):
+        change.level = level
+        change.ci = test.interval(level * change.share)
+
+
+def family_sentence(changes: list[Change]) -> str:
+    """What the run of compare says of its flags as a whole."""
+    tested = sum(1 for c in changes if isinstance(c.test, verdicts.Test))
+    if tested <= 1:
+        return ("1 cell tested: at most a %g%% chance that its flag is false."
+                % (100 * verdicts.ALPHA)) if tested else ""
+    return ("%d cells tested together (Holm's step-down): at most a %g%% chance that any of "
+            "these flags is false." % (tested, 100 * verdicts.ALPHA))
+
+
+def _flag(ci: tuple[float, float] | None, threshold: float, why: str | None = None) -> str:
     if ci is None:
-        return "no interval (fewer than %d clean repeats a side)" % grouping.MIN_REPEATS
+        if why is None or why.startswith("too few"):
+            return "no interval (fewer than %d clean repeats a side)" % grouping.MIN_REPEATS
+        return "no interval (%s)" % why
     low, high = ci
     if low > 1.0 + threshold:
         return "regression"
@@ -146,7 +178,7 @@ def _flag(ci: tuple[float, float] | None, threshold: float) -> str:
 def render(changes: list[Change], old: str, new: str, threshold: float, out: Path,
            skipped: list[tuple[str, str]]) -> dict[str, Path]:
     context = {"changes": changes, "old": old, "new": new, "threshold": threshold,
-               "skipped": skipped,
+               "skipped": skipped, "family": family_sentence(changes),
                "regressions": sum(c.flag == "regression" for c in changes),
                "improvements": sum(c.flag == "improvement" for c in changes)}
     written = {"html": out / "compare.html", "md": out / "compare.md"}

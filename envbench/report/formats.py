@@ -60,3 +60,16 @@ def step_time(seconds: float | None) -> str:
     if seconds < 1e-4:
         return "%.1f µs" % (seconds * 1e6)
     return "%.3g ms" % (seconds * 1e3)
+
+
+def confidence(alpha: float) -> str:
+    """An interval's level as people quote one: 95%, 98.75%, 99.9%, 99.998% (enough figures
+    that a level short of 100% never reads as 100%)."""
+    text = "%.6f" % (100 * (1 - alpha))
+    text = text.rstrip("0").rstrip(".")
+    if text == "100":
+        return ">99.9999%"
+    integer, _, fraction = text.partition(".")
+    keep = next((i + 1 for i, digit in enumerate(fraction) if digit != "9"), len(fraction))
+    fraction = fraction[:max(2, keep)] if len(fraction) > 2 else fraction
+    return "%s%s%%" % (integer, "." + fraction.rstrip("0") if fraction.rstrip("0") else "")

@@ -13,7 +13,7 @@ from typing import Any
 
 from bench import result
 from bench import workloads as catalog
-from envbench import stats
+from envbench import looks, stats, verdicts
 from envbench.report import hardware, mathlibs
 from envbench.results.identity import Identity, variant_text
 from envbench.results.record import Epoch, Result
@@ -22,8 +22,7 @@ NOISY_CV = 0.05
 # Phases are rounded to microseconds and marked apart from the epoch's own clock: a sum up
 # to 1% past the epoch is rounding, past it the phases ran at the same time.
 PHASE_OVERLAP_TOLERANCE = 0.01
-# Below this many clean repeats, a bootstrap of the repeats says nothing honest.
-MIN_REPEATS = 3
+MIN_REPEATS = verdicts.MIN_REPEATS
 # The value each swept optimisation is measured against ("what you get without it").
 EFFECT_BASELINES: dict[str, Any] = {"amp": "off", "pipeline": "classic", "compile": "off",
                                     "channels_last": False, "accumulate": 1, "workers": 2,
@@ -148,8 +147,19 @@ class Group:
 
     @property
     def repeat_walls(self) -> list[list[float]]:
-        """The steady epoch times of each clean repeat: the unit a bootstrap resamples."""
+        """The steady epoch times of each clean repeat: each repeat is one unit of a test."""
         return [[e.wall_s for e in r.steady_epochs] for r in self.clean]
+
+    @property
+    def side(self) -> looks.Side:
+        """How this group's repeats were decided, as its results record it: with
+        `repeats: auto` the most it could take, its look (how many it took), the run that
+        took its last, and the point whose rounds it took in step with (envbench.looks)."""
+        orders = [r.cell.order for r in self.records if r.cell.order is not None]
+        designs = [o.max_repeats for o in orders if o.max_repeats is not None]
+        last = max(orders, key=lambda o: o.round, default=None)
+        return looks.Side(max(designs) if designs else None, len(self.records),
+                          last.seed if last is not None else None, "|".join(self.key[1:]))
 
     @property
     def noise_seen(self) -> str | None:
@@ -307,10 +317,10 @@ class Group:
 
     @property
     def epoch_ci(self) -> tuple[float, float] | None:
-        """95% interval of the median epoch, resampling clean repeats then their epochs;
-        None below MIN_REPEATS clean repeats."""
-        walls = self.repeat_walls
-        return stats.hierarchical_median_ci(walls) if len(walls) >= MIN_REPEATS else None
+        """95% interval of the typical repeat's epoch (the clean repeats' figures, by the
+        t on their logs that verdicts use); None below MIN_REPEATS clean repeats or where
+        they do not differ."""
+        return verdicts.typical_interval(verdicts.repeat_figures(self.repeat_walls))
 
     @property
     def spread(self) -> tuple[float, float] | None:
@@ -438,10 +448,33 @@ class Group:
 
 @dataclass
 class Speedup:
+    """A group against another (its baseline): the ratio of their figures (the baseline's
+    median epoch over this one's) and the calibrated test of the two sides' repeats, whose
+    interval is printed at the level this comparison is tested at. That level is the page's
+    (verdicts.ALPHA alone, until the page's family says how much of it each may take:
+    report/family.py), times the share its repeats' looks may spend (envbench.looks)."""
+
     group: Group
     baseline: Group
     ratio: float
-    ci: tuple[float, float] | None
+    test: verdicts.Test | verdicts.NoTest
+    share: float = 1.0
+    level: float = verdicts.ALPHA
+    ci: tuple[float, float] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.tested_at(self.level)
+
+    def tested_at(self, level: float) -> None:
+        """Test at ``level`` (of the page's family): the interval follows."""
+        self.level = level
+        self.ci = (self.test.interval(self.alpha) if isinstance(self.test, verdicts.Test)
+                   else None)
+
+    @property
+    def alpha(self) -> float:
+        """The level this comparison's interval is at: the family's, times its share."""
+        return self.level * self.share
 
     @property
     def repeats(self) -> tuple[int, int]:
@@ -558,14 +591,13 @@ def seconds(g: Group) -> float:
 
 
 def speedup(g: Group, base: Group) -> Speedup | None:
-    """base's median epoch over g's, with the two-stage bootstrap interval of the ratio
-    (repeats, then epochs within them) where each side has MIN_REPEATS clean repeats."""
+    """base's median epoch over g's, with the calibrated test of base's clean repeats
+    against g's (envbench.verdicts), at the share of the level their looks may spend."""
     if not g.epoch_s or not base.epoch_s:
         return None
-    ratio = base.epoch_s / g.epoch_s
-    a, b = base.repeat_walls, g.repeat_walls
-    ci = stats.hierarchical_ratio_ci(a, b) if min(len(a), len(b)) >= MIN_REPEATS else None
-    return Speedup(g, base, ratio, ci)
+    return Speedup(g, base, base.epoch_s / g.epoch_s,
+                   verdicts.of_repeats(base.repeat_walls, g.repeat_walls),
+                   looks.share_of(base.side, g.side))
 
 
 def signature(g: Group, drop: tuple[str, ...] = (), across_targets: bool = False,

@@ -1,8 +1,10 @@
 """What the report leads with: environment against environment, and the page's answers.
 
 For each variant, a table with environments as rows and targets as columns: each cell's
-median epoch and its speed against the baseline environment on the same target, with a
-bootstrap confidence interval, and a verdict in words only where the interval excludes 1.
+median epoch and its speed against the baseline environment on the same target, with the
+interval of the calibrated test (envbench.verdicts) at the level the page's family gives it,
+and a verdict in words only where the interval excludes 1; where it does not, what the
+test could have seen.
 Two cells are compared only when they differ in nothing but the environment (and its
 image): same target and resources, same bench options, data and --quick.
 """
@@ -11,28 +13,63 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbench import stats
+from envbench import looks, verdicts
 from envbench.cells.sensors import CONTENDED_SHARE
 from envbench.report import grouping, reference
-from envbench.report.formats import money
+from envbench.report.formats import confidence, money
 from envbench.report.grouping import Group, Speedup
 from envbench.results.identity import variant_text
+
+# The difference whose cost in repeats a "no difference" states.
+WORTH_SEEING = 0.05
 
 
 def verdict(s: Speedup | None) -> str:
     """'1.52× faster (1.49–1.55)', '1.30× slower (1.25–1.35)' or 'no difference at this
-    noise'; the interval, not the point, decides."""
+    noise (…): would have seen ≥ 12%'; the interval, not the point, decides."""
     if s is None:
         return "—"
-    if s.ci is None:
+    if min(s.repeats) < grouping.MIN_REPEATS:
         return "%.2f× (too few repeats for an interval: %d and %d, %d needed a side)" % (
             s.ratio, s.repeats[0], s.repeats[1], grouping.MIN_REPEATS)
-    low, high = s.ci
+    if isinstance(s.test, verdicts.NoTest) or s.ci is None:
+        reason = s.test.reason if isinstance(s.test, verdicts.NoTest) else "no interval"
+        return "%.2f× (%s)" % (s.ratio, reason)
+    words = in_words(s.ratio, s.ci)
+    return words if not words.startswith("no difference") else "%s: %s" % (
+        words, could_have_seen(s))
+
+
+def in_words(ratio: float, interval: tuple[float, float]) -> str:
+    """What an interval of a speedup says: faster or slower where it lies wholly on one
+    side of 1 (slower stated the other way up), else no difference."""
+    low, high = interval
     if low > 1.0:
-        return "%.2f× faster (%.2f–%.2f)" % (s.ratio, low, high)
+        return "%.2f× faster (%.2f–%.2f)" % (ratio, low, high)
     if high < 1.0:
-        return "%.2f× slower (%.2f–%.2f)" % (1.0 / s.ratio, 1.0 / high, 1.0 / low)
+        return "%.2f× slower (%.2f–%.2f)" % (1.0 / ratio, 1.0 / high, 1.0 / low)
     return "no difference at this noise (%.2f–%.2f)" % (low, high)
+
+
+def could_have_seen(s: Speedup) -> str:
+    """What a comparison without a verdict could have found: the smallest difference its
+    repeats would have seen 80% of the time at the measured noise and its level, and what a
+    5% difference would take (a fixed number of repeats, on a page of this family)."""
+    assert isinstance(s.test, verdicts.Test)
+    seen = s.test.detectable(s.alpha)
+    text = "would have seen ≥ %s" % _percent(seen)
+    if seen > WORTH_SEEING:
+        needed = s.test.repeats_for(WORTH_SEEING, s.level)
+        text += "; %s would need %s" % (_percent(WORTH_SEEING), (
+            "more than {:,} repeats a side".format(verdicts.MOST_REPEATS) if needed is None
+            else "{:,} repeats a side".format(needed)))
+    return text
+
+
+def _percent(fraction: float) -> str:
+    """12%, 5%, 1.9%: two figures below ten percent, whole percents above."""
+    text = "%.0f" % (100 * fraction) if fraction >= 0.095 else "%.1f" % (100 * fraction)
+    return (text[:-2] if text.endswith(".0") else text) + "%"
 
 
 def baseline_environment(groups: list[Group], wanted: str | None) -> str | None:
@@ -58,7 +95,8 @@ class Entry:
 
     @property
     def basis(self) -> str:
-        """What the figure stands on: repeats used, and contended ones left out."""
+        """What the figure stands on: repeats used, contended ones left out, and the level
+        its interval is at."""
         g = self.group
         if g.left_out and not g.clean:
             return "%d repeats, all contended: no verdict (the time is theirs)" % len(g.ok)
@@ -67,6 +105,13 @@ class Entry:
             text += ", %d contended left out" % len(g.left_out)
         elif g.contended:
             text += ", %d of them contended (kept)" % len(g.contended)
+        s = self.versus
+        if s is not None and s.ci is not None and isinstance(s.test, verdicts.Test):
+            text += "; %s interval" % confidence(s.alpha)
+            if s.ci[0] > 1.0 or s.ci[1] < 1.0:
+                # A verdict says what it found; how small a difference it could have found
+                # (what "no difference" states in its own words) is said here.
+                text += "; would have seen ≥ %s" % _percent(s.test.detectable(s.alpha))
         return text
 
 
@@ -202,16 +247,22 @@ def ladder(groups: list[Group]) -> list[dict[str, Any]]:
 
 
 STATISTICS = ("Each cell's figure is the median of its steady epochs (every epoch after the first) "
-              "within a repeat, then the median over repeats. The repeat is the unit of "
-              "resampling: a ratio's 95%% interval is a two-stage percentile bootstrap (%d "
-              "resamples, seed %d; fewer, %d at least, where the repeats number in the "
-              "hundreds) that draws repeats with replacement and then epochs within "
-              "each drawn repeat, since epochs of one repeat share a process and a host state and "
-              "are not independent draws. With fewer than %d clean repeats on a side there is no "
-              "interval. A verdict is given in words only when the interval excludes 1. Repeats "
-              "that the host sensors saw contended (other processes using more than %.0f%% of "
-              "the cell's CPU time on its cores, or a throttling GPU) are "
-              "left out of figures and verdicts wherever clean repeats exist, and the page says "
-              "how many. Cells run in rounds, one repeat of every cell per round in a shuffled "
-              "order, so that drift falls on every environment alike."
-              % (2000, 0, stats.MIN_RESAMPLES, grouping.MIN_REPEATS, 100 * CONTENDED_SHARE))
+              "within a repeat, then the median over repeats. The repeat is the unit of every "
+              "test: a comparison is Welch's t test on the logs of the two sides' repeat "
+              "figures, and its interval is exp(difference ± t × standard error) at the level "
+              "the comparison is tested at, so that a verdict and its interval cannot "
+              "disagree; epochs of one repeat share a process and a host state and are not "
+              "independent draws. With fewer than %d clean repeats on a side there is no "
+              "interval. A verdict is given in words only when the interval excludes 1. The "
+              "page's comparisons are tested together (Holm's step-down), so that the chance "
+              "that any verdict on the page is false is at most %g%%; where repeats: auto "
+              "decided the repeats, each look it took spent a share of that (%g%% of it at the "
+              "first look, %g%% at the last). A comparison without a verdict states the "
+              "smallest difference it would have found %g%% of the time at the noise measured. "
+              "Repeats that the host sensors saw contended (other processes using more than "
+              "%.0f%% of the cell's CPU time on its cores, or a throttling GPU) are left out of "
+              "figures and verdicts wherever clean repeats exist, and the page says how many. "
+              "Cells run in rounds, one repeat of every cell per round in a shuffled order, so "
+              "that drift falls on every environment alike."
+              % (grouping.MIN_REPEATS, 100 * verdicts.ALPHA, 100 * looks.FIRST_SHARE,
+                 100 * looks.LAST_SHARE, 100 * verdicts.POWER, 100 * CONTENDED_SHARE))

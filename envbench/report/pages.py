@@ -10,6 +10,7 @@ from envbench.report import (
     charts,
     csvfile,
     efficiency,
+    family,
     formats,
     grouping,
     headtohead,
@@ -86,10 +87,16 @@ def build_context(records: list[Result], skipped: list[tuple[str, str]],
     columns, rows, values, differ = grouping.fingerprints(groups)
     failures = [(g, r) for g in groups for r in g.failed]
     scaling_rows = scaling.rows(groups)
+    head_to_head = headtohead.tables(groups, base_env)
+    # Every interval the page prints is one comparison of one family (report/family.py).
+    verdict_family = family.test_together(
+        [*speedups.values(), *(row.speedup for row in scaling_rows),
+         *(e.versus for table in head_to_head for _, row in table.rows for e in row.values()
+           if e.versus is not None)])
     repeats = sorted({len(g.records) for g in groups})
     efficiency_rows = efficiency.rows(groups)
     return {
-        "head_to_head": headtohead.tables(groups, base_env), "baseline_env": base_env,
+        "head_to_head": head_to_head, "baseline_env": base_env, "family": verdict_family,
         "cards": headtohead.cards(groups, speedups), "ladder": headtohead.ladder(groups),
         "scaling": scaling_rows, "scaling_reference": scaling.WRITE_UP_TWO_GPUS,
         "models": scaling.model_rows(groups),

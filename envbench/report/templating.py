@@ -9,7 +9,16 @@ from typing import Any
 import jinja2
 
 from envbench import terminal
-from envbench.report.formats import DASH, flop_rate, human_bytes, money, na, share, step_time
+from envbench.report.formats import (
+    DASH,
+    confidence,
+    flop_rate,
+    human_bytes,
+    money,
+    na,
+    share,
+    step_time,
+)
 from envbench.results.identity import variant_text
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -26,7 +35,8 @@ def html_env() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(secs=na("%.2f"), pct=share, times=na("%.2f×"), nbytes=human_bytes,
                        money=money, num=na("%.0f"), flops=flop_rate, step=step_time,
-                       dash=lambda v: DASH if v in (None, "") else v, variant=variant_text)
+                       dash=lambda v: DASH if v in (None, "") else v, variant=variant_text,
+                       confidence=confidence)
     return env
 
 

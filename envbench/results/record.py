@@ -52,6 +52,8 @@ class Order:
     seed: int
     round: int
     position: int
+    # Set where the run's repeats were auto: the most it would take (envbench.looks).
+    max_repeats: int | None = None
 
 
 @dataclass(frozen=True)
@@ -255,7 +257,8 @@ class Result:
                           _frozen(cell["resources"]) if cell["resources"] else None,
                           DataIdentity(data["source"], data["sha256"]) if data else None,
                           cell.get("target_accuracy"),
-                          Order(order["mode"], order["seed"], order["round"], order["position"])
+                          Order(order["mode"], order["seed"], order["round"], order["position"],
+                                order.get("max_repeats"))
                           if order else None),
             config=_frozen(record["config"]), env=_frozen(record["env"]),
             image=_frozen(record["env"]["image"]),

@@ -3,6 +3,7 @@ the cards, the optimisation ladder, time and cost to accuracy, and `compare` of 
 from __future__ import annotations
 
 import copy
+import math
 import random
 import re
 import statistics
@@ -11,9 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import scipy.optimize as scipy_optimize
+import scipy.stats as scipy_stats
 from report_fixture import make_record, viewed
 
 from bench import result
+from envbench import verdicts
 from envbench.report import compare, grouping, headtohead, pages, scaling
 from envbench.results import store
 
@@ -560,15 +564,50 @@ def _two_groups(repeats_newer: int = 3) -> tuple[grouping.Group, grouping.Group]
     (1.3, (0.99, 1.61), "no difference at this noise (0.99–1.61)"),
 ])
 def test_the_verdict_in_words_is_exactly_what_the_interval_says(ratio, ci, text):
-    newer, seed = _two_groups()
-    assert headtohead.verdict(grouping.Speedup(newer, seed, ratio, ci)) == text
+    assert headtohead.in_words(ratio, ci) == text
 
 
 def test_a_verdict_without_an_interval_or_a_comparison_says_so_exactly():
     newer, seed = _two_groups(repeats_newer=2)
-    assert headtohead.verdict(grouping.Speedup(newer, seed, 1.104, None)) == (
-        "1.10× (too few repeats for an interval: 2 and 3, 3 needed a side)")
+    s = grouping.speedup(newer, seed)
+    ratio = seed.epoch_s / newer.epoch_s
+    assert s is not None and s.ci is None
+    assert headtohead.verdict(s) == (
+        "%.2f× (too few repeats for an interval: 2 and 3, 3 needed a side)" % ratio)
     assert headtohead.verdict(None) == "—"
+
+
+def test_no_difference_says_what_the_repeats_would_have_seen_and_what_five_percent_needs():
+    """The figures of "no difference" worked out apart from the kit: Welch's t on the logs
+    of the repeats' medians (scipy), the smallest difference with 80% power at the level
+    the comparison was tested at, and the repeats a side that would find 5%."""
+    rng = random.Random(1)
+    records = [make_record(env, "cpu", 256, repeat, rng, factor=1 + rng.gauss(0, 0.05))
+               for env in ("zz-seed", "newer") for repeat in range(4)]
+    groups = {g.environment: g for g in grouping.group(viewed(records))}
+    newer, seed = groups["newer"], groups["zz-seed"]
+    s = grouping.speedup(newer, seed)
+    assert s is not None and isinstance(s.test, verdicts.Test)
+    assert headtohead.verdict(s).startswith("no difference at this noise")
+    a = [math.log(statistics.median(e.wall_s for e in r.steady_epochs)) for r in seed.clean]
+    b = [math.log(statistics.median(e.wall_s for e in r.steady_epochs)) for r in newer.clean]
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+
+    def power(shift, df, alpha=0.05):  # the noncentral t's two tails past the critical value
+        crit = scipy_stats.t.isf(alpha / 2, df)
+        return scipy_stats.nct.sf(crit, df, shift) + scipy_stats.nct.sf(crit, df, -shift)
+
+    seen = math.expm1(scipy_optimize.brentq(lambda d: power(d, df) - 0.8, 0.1, 12) * se)
+    text = headtohead.could_have_seen(s)
+    assert seen > 0.05  # so that the repeats a 5% difference needs are stated too
+    assert text.startswith("would have seen ≥ %.0f%%;" % (100 * seen)), text
+    sa, sb = statistics.variance(a), statistics.variance(b)
+    n = next(n for n in range(3, 100000) if power(
+        math.log(1.05) / math.sqrt((sa + sb) / n),
+        (sa + sb) ** 2 / ((sa ** 2 + sb ** 2) / (n - 1))) >= 0.8)
+    assert text.endswith("; 5% would need {:,} repeats a side".format(n)), text
 
 
 def test_the_baseline_environment_is_the_one_asked_else_the_write_ups_else_the_first():

@@ -99,6 +99,7 @@ def test_compare_names_the_operators_behind_a_run_made_slower_on_purpose(runs, t
     old, _ = store.load_all([runs["old"]])
     new, _ = store.load_all([runs["new"]])
     [change] = compare.compare(old, new)
+    print("new / old %.3f, interval %s" % (change.ratio, change.ci))
     assert change.flag == "regression", (change.ratio, change.ci)
     assert change.operators, "a regression of two profiled runs names its operators"
     top = change.operators[0]

@@ -5,6 +5,7 @@ import random
 
 from test_matrix import GOOD
 
+from envbench import verdicts
 from envbench.cells import decide, expansion, schedule
 from envbench.matrix import models
 
@@ -96,3 +97,55 @@ def test_auto_does_not_repeat_what_cannot_run_and_counts_only_clean_repeats():
     assert decide.wanted(policy, busy)[B] == 6
     busy[B] = busy[B][:5]
     assert decide.wanted(policy, busy)[B] == 6
+
+
+C = ("c", "cpu", "—", False)
+
+
+def test_auto_keeps_every_environment_of_a_point_in_step():
+    """A against B and A against C are decided, B against C is not: all three take the next
+    round, so that every comparison of the point stays at one look (envbench.looks)."""
+    policy = decide.Policy(repeats=None, max_repeats=6, precision=0.03)
+    rng = random.Random(4)
+    done = {A: _side(rng, 1.0, 3, 0.01), B: _side(rng, 1.5, 3, 0.10),
+            C: _side(rng, 1.5, 3, 0.10)}
+    assert decide.wanted(policy, done) == {A: 4, B: 4, C: 4}
+    # Another point (another target) is not held back by this one's open comparison.
+    other = ("a", "gpu", "—", False), ("b", "gpu", "—", False)
+    done.update({other[0]: _side(rng, 1.0, 3, 0.01), other[1]: _side(rng, 2.0, 3, 0.01)})
+    wanted = decide.wanted(policy, done)
+    assert wanted[other[0]] == 3 and wanted[other[1]] == 3 and wanted[A] == 4
+
+
+def _figures_side(figures):
+    return [_record([f] * 3) for f in figures]
+
+
+def test_auto_decides_a_look_at_that_looks_share_of_the_level_not_at_five_percent():
+    """Repeats whose Welch p is 0.03: a verdict at 5%, not at the 1.25% the first look of
+    six may spend (a quarter), nor at the 0.625% each look between may spend."""
+    policy = decide.Policy(repeats=None, max_repeats=6, precision=0.03)
+    a, b = [1.00, 1.05, 0.97], [1.10, 1.16, 1.12]
+    test = verdicts.welch(b, a)
+    assert isinstance(test, verdicts.Test) and 0.0125 < test.p() < 0.05, test.p()
+    done = {A: _figures_side(a), B: _figures_side(b)}
+    assert decide.wanted(policy, done) == {A: 4, B: 4}
+    # Fixed at 3, the same repeats are a verdict at 5%: the share is all that held it open.
+    assert not decide.open_comparison([[f] * 3 for f in a], [[f] * 3 for f in b], 0.03, 3, 3)
+    # At the last look (half the level: 2.5%) a p of 0.015 decides; at a middle look of ten
+    # (a sixth of the quarter between: 0.21%) it does not.
+    a6, b6 = [1.00, 1.05, 0.97, 1.02, 0.99, 1.06], [1.124, 1.049, 1.081, 1.028, 1.113, 1.06]
+    test = verdicts.welch(b6, a6)
+    assert isinstance(test, verdicts.Test) and 0.00625 < test.p() < 0.025, test.p()
+    walls_a, walls_b = [[f] * 3 for f in a6], [[f] * 3 for f in b6]
+    assert not decide.open_comparison(walls_a, walls_b, 0.03, 6, 6)
+    assert decide.open_comparison(walls_a, walls_b, 0.03, 5, 10)
+
+
+def test_the_run_records_that_its_repeats_were_auto_and_up_to_how_many():
+    slot = schedule.rounds(_cells(), "interleaved", seed=3)[0][0]
+    assert slot.record("interleaved", 3, 6) == {"mode": "interleaved", "seed": 3, "round": 0,
+                                                "position": 0, "max_repeats": 6}
+    assert "max_repeats" not in slot.record("interleaved", 3)
+    assert decide.Policy(None, 6, 0.03).looks_up_to == 6
+    assert decide.Policy(3, 6, 0.03).looks_up_to is None
