@@ -201,8 +201,9 @@ def auto_trial(rng: random.Random, noise: Noise, effect: float,
             done[key].append(_record(drawn[key[0]][len(done[key])]))
     look = len(done[keys["a"]])
     a, b = drawn["a"][:look], drawn["b"][:len(done[keys["b"]])]
-    share = looks.share_of(looks.Side(max_repeats, look, 0, ""),
-                           looks.Side(max_repeats, len(b), 0, ""))
+    # The page's share: one run, one point, in step (else both sides', the product).
+    share = looks.share_of(looks.Side(max_repeats, look, 0, "cpu"),
+                           looks.Side(max_repeats, len(b), 0, "cpu"))
     return welch(a, b, verdicts.ALPHA * share), look
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 from envbench import stats, tdist
 
@@ -35,6 +36,8 @@ class NoTest:
     """Why two sides could not be tested, in words the page prints."""
 
     reason: str
+    # Fewer than MIN_REPEATS a side (the rest: no spread, bad times); the reason says it.
+    too_few: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class Test:
         """The smallest difference (a fraction: 0.12 is 12%) that this many repeats at this
         spread would have found with probability ``power`` at level ``alpha`` (the power of
         the noncentral t, envbench.tdist)."""
-        return math.expm1(tdist.shift_for_power(power, alpha, self.df) * self.se)
+        return math.expm1(_shift_for_power(power, alpha, self.df) * self.se)
 
     def repeats_for(self, difference: float, alpha: float, power: float = POWER) -> int | None:
         """Repeats a side (the same on both) that would find ``difference`` (a fraction)
@@ -94,6 +97,10 @@ class Test:
         return high
 
 
+# A page asks it of one comparison in its HTML and again in its Markdown.
+_shift_for_power = lru_cache(maxsize=1024)(tdist.shift_for_power)
+
+
 def _welch_df(va: float, vb: float, na: int, nb: int) -> float:
     """Welch–Satterthwaite degrees of freedom of two variances of means ``va``, ``vb``."""
     return (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
@@ -109,7 +116,7 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Test | NoTest:
     """Test a's repeat figures (one number per repeat, positive) against b's."""
     if min(len(a), len(b)) < MIN_REPEATS:
         return NoTest("too few repeats for an interval: %d and %d, %d needed a side"
-                      % (len(a), len(b), MIN_REPEATS))
+                      % (len(a), len(b), MIN_REPEATS), too_few=True)
     la, lb = _logs(a), _logs(b)
     if la is None or lb is None:
         return NoTest("a repeat's time is not a positive finite number: no interval")

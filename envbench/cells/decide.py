@@ -71,8 +71,7 @@ def open_comparison(a: list[list[float]], b: list[list[float]], precision: float
     test = verdicts.of_repeats(a, b)
     if isinstance(test, verdicts.NoTest):
         return True
-    side = looks.Side(max_repeats, look, run=0, point="")
-    low, high = test.interval(verdicts.ALPHA * looks.share_of(side, side))
+    low, high = test.interval(verdicts.ALPHA * looks.share(look, max_repeats))
     return low <= 1.0 <= high and high - low > precision
 
 

@@ -134,8 +134,9 @@ def compare(old: list[Result], new: list[Result], threshold: float = 0.05,
     _test_together(changes, threshold)
     for change in changes:
         if change.test is not None:
-            why = change.test.reason if isinstance(change.test, verdicts.NoTest) else None
-            change.flag = _flag(change.ci, threshold, why)
+            missing = change.test if isinstance(change.test, verdicts.NoTest) else None
+            change.flag = _flag(change.ci, threshold,
+                                None if missing is None or missing.too_few else missing.reason)
             o, n = change.old, change.new
             if change.flag in ("regression", "improvement") and o and n:
                 change.operators = tuple(operators.accounting(o, n, change.flag == "regression"))
@@ -164,9 +165,8 @@ def family_sentence(changes: list[Change]) -> str:
 
 def _flag(ci: tuple[float, float] | None, threshold: float, why: str | None = None) -> str:
     if ci is None:
-        if why is None or why.startswith("too few"):
-            return "no interval (fewer than %d clean repeats a side)" % grouping.MIN_REPEATS
-        return "no interval (%s)" % why
+        return "no interval (%s)" % (why or "fewer than %d clean repeats a side"
+                                     % grouping.MIN_REPEATS)
     low, high = ci
     if low > 1.0 + threshold:
         return "regression"

@@ -27,7 +27,6 @@ class Family:
     """What the page says of its verdicts as a whole."""
 
     size: int       # comparisons with a test
-    verdicts: int   # of them, with an interval wholly on one side of 1
     looked: int     # of them, from repeats that `repeats: auto` decided by looking
 
     @property
@@ -67,9 +66,4 @@ def test_together(speedups: Iterable[Speedup], alpha: float = verdicts.ALPHA) ->
     for level, same in zip(levels, members):
         for s in same:
             s.tested_at(level)
-    return Family(len(members), sum(1 for same in members if _decided(same[0])),
-                  sum(1 for same in members if same[0].share < 1.0))
-
-
-def _decided(s: Speedup) -> bool:
-    return s.ci is not None and (s.ci[0] > 1.0 or s.ci[1] < 1.0)
+    return Family(len(members), sum(1 for same in members if same[0].share < 1.0))

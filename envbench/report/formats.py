@@ -29,6 +29,13 @@ def share(value: float | None) -> str:
     return DASH if value is None else "%.1f%%" % (100 * value)
 
 
+def percent(fraction: float) -> str:
+    """A difference as "would have seen" states it: 12%, 5%, 1.9% (two figures below ten
+    percent, whole percents above)."""
+    text = "%.0f" % (100 * fraction) if fraction >= 0.095 else "%.1f" % (100 * fraction)
+    return (text[:-2] if text.endswith(".0") else text) + "%"
+
+
 def money(value: float | None) -> str:
     if value is None:
         return DASH

@@ -16,7 +16,7 @@ from typing import Any
 from envbench import looks, verdicts
 from envbench.cells.sensors import CONTENDED_SHARE
 from envbench.report import grouping, reference
-from envbench.report.formats import confidence, money
+from envbench.report.formats import confidence, money, percent
 from envbench.report.grouping import Group, Speedup
 from envbench.results.identity import variant_text
 
@@ -57,19 +57,15 @@ def could_have_seen(s: Speedup) -> str:
     5% difference would take (a fixed number of repeats, on a page of this family)."""
     assert isinstance(s.test, verdicts.Test)
     seen = s.test.detectable(s.alpha)
-    text = "would have seen ≥ %s" % _percent(seen)
+    text = "would have seen ≥ %s" % percent(seen)
     if seen > WORTH_SEEING:
         needed = s.test.repeats_for(WORTH_SEEING, s.level)
-        text += "; %s would need %s" % (_percent(WORTH_SEEING), (
+        text += "; %s would need %s" % (percent(WORTH_SEEING), (
             "more than {:,} repeats a side".format(verdicts.MOST_REPEATS) if needed is None
             else "{:,} repeats a side".format(needed)))
     return text
 
 
-def _percent(fraction: float) -> str:
-    """12%, 5%, 1.9%: two figures below ten percent, whole percents above."""
-    text = "%.0f" % (100 * fraction) if fraction >= 0.095 else "%.1f" % (100 * fraction)
-    return (text[:-2] if text.endswith(".0") else text) + "%"
 
 
 def baseline_environment(groups: list[Group], wanted: str | None) -> str | None:
@@ -111,7 +107,7 @@ class Entry:
             if s.ci[0] > 1.0 or s.ci[1] < 1.0:
                 # A verdict says what it found; how small a difference it could have found
                 # (what "no difference" states in its own words) is said here.
-                text += "; would have seen ≥ %s" % _percent(s.test.detectable(s.alpha))
+                text += "; would have seen ≥ %s" % percent(s.test.detectable(s.alpha))
         return text
 
 
