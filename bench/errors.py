@@ -32,8 +32,13 @@ class RankFailed(Exception):
     """A ddp rank other than this one failed; the message says which and why."""
 
 
-class Terminated(Exception):
-    """SIGTERM: `docker stop`, or an engine shutting down, asked bench to end."""
+class Terminated(BaseException):
+    """SIGTERM: `docker stop`, or an engine shutting down, asked bench to end.
+
+    A BaseException, as KeyboardInterrupt is: the handler raises it wherever the run is, and
+    an ``except Exception`` on the way (the fingerprint's, the profile window's, or one
+    inside torch) would swallow it and train on. CI saw a run go on after SIGTERM.
+    """
 
 
 # Failures a user can act on: one line on stderr, never a traceback.

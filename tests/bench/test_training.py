@@ -287,6 +287,34 @@ def test_a_sigterm_during_a_deferred_section_ends_the_run_after_it():
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_a_sigterm_inside_code_that_catches_exception_still_ends_the_run(monkeypatch):
+    """The fingerprint reads torch's build configuration under ``except Exception`` (an odd
+    build goes on without it); a SIGTERM landing there must still end the run, not be taken
+    for an odd build while training goes on (seen in CI: a run trained on after SIGTERM)."""
+    import os
+    import signal
+    import time
+
+    import pytest
+    import torch
+
+    from bench import cli, fingerprint
+    from bench.errors import Terminated
+
+    def show_while_stopped():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # the handler runs here, inside fingerprint's try
+        return ""
+
+    monkeypatch.setattr(torch.__config__, "show", show_while_stopped)
+    previous = signal.signal(signal.SIGTERM, cli._SigtermGuard())
+    try:
+        with pytest.raises(Terminated):
+            fingerprint.math_libraries(torch)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_gpu_peaks_of_several_devices_are_the_largest_and_each_is_listed():
     from bench import memory
 
