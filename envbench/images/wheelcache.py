@@ -148,24 +148,59 @@ def fetch_through_index(wheels: list[Wheel], lock: Lock, index_url: str | None, 
 
 def ensure(lock: Lock, wheelhouse: Path | None, out: TextIO = sys.stdout,
            root: Path | None = None, index_url: str | None = None) -> list[Path]:
-    """Every wheel of the lock in the cache, fetched where missing; their cache paths."""
+    """Every wheel of the lock in the cache, fetched where missing; their cache paths. Through
+    the index, a version the lock lists several files of is served by the one pip takes."""
     root = root or cache.root()
     for wheel in lock.wheels:
         _drop_if_not_it(wheel, root, out)
-    missing = [w for w in lock.wheels if not path_for(w, root).is_file()]
+    through_index = wheelhouse is None
+    missing = [w for w in lock.wheels if not _served(w, lock, root, through_index)]
     if missing:
         total = sum(w.size or 0 for w in missing)
         print("%s: fetching %d wheel(s)%s into %s" % (
             lock.environment, len(missing), " (%.1f MB)" % (total / 1e6) if total else "",
             root / "wheels"), file=out, flush=True)
-    by_index = [w for w in missing if w.url is None and wheelhouse is None]
+    by_index = [w for w in missing if w.url is None and through_index]
     staging = fetch_through_index(by_index, lock, index_url, root, out) if by_index else None
-    fetched = {w.filename: staging / w.filename for w in by_index} if staging else {}
+    fetched = _arrived(by_index, staging, lock) if staging else {}
     try:
         return _place(lock, wheelhouse, fetched, root, out)
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _files_of_its_version(wheel: Wheel, lock: Lock) -> list[Wheel]:
+    """Every file the lock lists for this wheel's package and version: a package may publish
+    several wheels of one version that all fit the image (regex: a manylinux2014 and a
+    manylinux_2_28 build), and the image's pip installs whichever of them it is given."""
+    return [w for w in lock.wheels if (w.package, w.version) == (wheel.package, wheel.version)]
+
+
+def _served(wheel: Wheel, lock: Lock, root: Path, through_index: bool) -> bool:
+    """The cache holds this file, or (for a wheel fetched through the index, where pip
+    chooses the file) another file the lock lists for its version, hash-checked as well."""
+    if path_for(wheel, root).is_file():
+        return True
+    return through_index and wheel.url is None and any(
+        path_for(other, root).is_file() for other in _files_of_its_version(wheel, lock))
+
+
+def _arrived(asked: list[Wheel], staging: Path, lock: Lock) -> dict[str, Path]:
+    """The files pip saved, by name: for each package and version, pip takes one of the
+    files the lock lists (the one it ranks best for the platform), so the others of that
+    version are not expected. A version of which no listed file arrived is an error."""
+    arrived = {w.filename: staging / w.filename for w in asked
+               if (staging / w.filename).is_file() and not (staging / w.filename).is_symlink()}
+    for wheel in asked:
+        files = _files_of_its_version(wheel, lock)
+        if not any(f.filename in arrived for f in files):
+            raise UserError("%s: pip fetched none of the %d file(s) the lock lists for %s %s "
+                            "(%s) through the index: nothing was kept; run `./noxw -s lock` "
+                            "if the index no longer serves them" % (
+                                lock.environment, len(files), wheel.package, wheel.version,
+                                ", ".join(f.filename for f in files)[:300]))
+    return arrived
 
 
 def _drop_if_not_it(wheel: Wheel, root: Path, out: TextIO) -> None:
@@ -192,15 +227,13 @@ def _drop_if_not_it(wheel: Wheel, root: Path, out: TextIO) -> None:
 def _place(lock: Lock, wheelhouse: Path | None, fetched: dict[str, Path], root: Path,
            out: TextIO) -> list[Path]:
     paths = []
+    through_index = wheelhouse is None
     for wheel in lock.wheels:
         path = path_for(wheel, root)
         if not path.is_file():
             source = fetched.get(wheel.filename)
-            if source is not None and (source.is_symlink() or not source.is_file()):
-                raise UserError("%s: pip fetched no %s through the index (another file of "
-                                "%s %s?): nothing was kept" % (lock.environment,
-                                                             wheel.filename, wheel.package,
-                                                             wheel.version))
+            if source is None and wheel.url is None and through_index:
+                continue  # pip took another file the lock lists for this version
             if source is None and wheel.url is None:
                 source = (wheelhouse / wheel.filename) if wheelhouse else None
                 if source is None or not source.is_file():

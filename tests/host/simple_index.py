@@ -15,8 +15,10 @@ from pathlib import Path
 class SimpleIndex(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, files: dict[str, Path], authorization: str | None = None) -> None:
-        self.files = files  # project name -> its one file
+    def __init__(self, files: dict[str, Path | list[Path]],
+                 authorization: str | None = None) -> None:
+        # project name -> its file, or its files (several wheels of one version)
+        self.files = {name: f if isinstance(f, list) else [f] for name, f in files.items()}
         self.authorization = authorization
         self.asked: list[str] = []  # request paths, in order
         self.headers_seen: list[str | None] = []  # each request's Authorization header
@@ -41,13 +43,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         # Asked as a proxy, the path is a whole URL: what follows the host is the same.
         parts = [p for p in urllib.parse.urlsplit(self.path).path.split("/") if p]
-        names = {f.name: f for f in server.files.values()}
+        names = {f.name: f for project in server.files.values() for f in project}
         if len(parts) == 2 and parts[0] == "files" and parts[1] in names:
             body, kind = names[parts[1]].read_bytes(), "application/octet-stream"
         elif parts and parts[-1] in server.files:
-            f = server.files[parts[-1]]
-            body = ('<html><body><a href="/files/%s">%s</a></body></html>'
-                    % (f.name, f.name)).encode()
+            links = "".join('<a href="/files/%s">%s</a>' % (f.name, f.name)
+                            for f in server.files[parts[-1]])
+            body = ("<html><body>%s</body></html>" % links).encode()
             kind = "text/html"
         else:
             self.send_error(404)

@@ -5,17 +5,23 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
+import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from simple_index import serving
 
 from envbench.images import lock, wheelcache
 from envbench.matrix.models import Environment
 from envbench.user_errors import UserError
 
 
-def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
+def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = (),
+               tag: str = "py3-none-any") -> Path:
     """A small but real wheel: uv and pip read its METADATA like any other."""
     folder.mkdir(parents=True, exist_ok=True)
     dist = "%s-%s.dist-info" % (name, version)
@@ -24,14 +30,14 @@ def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] 
         "%s/METADATA" % dist: ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n%s"
                                % (name, version, "".join("Requires-Dist: %s\n" % r
                                                          for r in requires))).encode(),
-        "%s/WHEEL" % dist: b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                           b"Tag: py3-none-any\n",
+        "%s/WHEEL" % dist: ("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                            "Tag: %s\n" % tag).encode(),
     }
     record = "".join("%s,sha256=%s,%d\n" % (
         path, base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode(),
         len(data)) for path, data in files.items()) + "%s/RECORD,,\n" % dist
     files["%s/RECORD" % dist] = record.encode()
-    path = folder / ("%s-%s-py3-none-any.whl" % (name, version))
+    path = folder / ("%s-%s-%s.whl" % (name, version, tag))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for member, data in files.items():
@@ -280,6 +286,51 @@ def test_a_lock_from_an_index_names_no_host_and_its_wheels_come_through_pip(tmp_
     assert wheelcache.sha256_of(path) == wheel.sha256 and path.stat().st_size == wheel.size
     assert "p: fetching 1 wheel(s)" in out.getvalue()
     assert not list((tmp_path / "cache" / "wheels" / ".fetch").iterdir())  # staging cleared
+
+
+def test_a_version_published_as_two_fitting_wheels_is_served_by_the_one_pip_takes(
+        tmp_path, monkeypatch):
+    """regex publishes each version as a manylinux2014 and a manylinux_2_28 wheel, both fit
+    the image, and the lock lists both; pip, asked for the version with both hashes, takes
+    one. The fetch took that for 'another file' and refused the stack."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # the test's index, and only it
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
+                 "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "ENVBENCH_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    served = tmp_path / "served"
+    files = [make_wheel(served, "twofold", "1.0", tag=tag)
+             for tag in ("py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64",
+                         "py3-none-manylinux_2_17_x86_64.manylinux_2_28_x86_64")]
+    with serving({"twofold": files}) as index:
+        # The host's index (as the issue met it), which the lock and the fetch both use.
+        monkeypatch.setenv("ENVBENCH_INDEX_URL", "http://127.0.0.1:%d/simple" % index.port)
+        stack = Environment(python="3.12", torch="2.14.1", numpy=False)
+        made = lock.write("p", stack, tmp_path, tmp_path / "locks", pins=["twofold==1.0"])
+        assert sorted(w.filename for w in made.wheels) == sorted(f.name for f in files)
+        out = io.StringIO()
+        (path,) = wheelcache.ensure(made, None, out, tmp_path / "cache")
+        (taken,) = [w for w in made.wheels if w.filename == path.name]
+        assert wheelcache.sha256_of(path) == taken.sha256
+        assert "p: fetching 2 wheel(s)" in out.getvalue()
+        # The version is served: a second build fetches nothing.
+        asked = len(index.asked)
+        again = io.StringIO()
+        assert wheelcache.ensure(made, None, again, tmp_path / "cache") == [path]
+        assert len(index.asked) == asked and "fetching" not in again.getvalue()
+    # The image installs it: pip, given the lock's requirements and only the one file.
+    wheels = tmp_path / "context"
+    wheels.mkdir()
+    shutil.copy(path, wheels)
+    (tmp_path / "requirements.lock").write_text(made.requirements_text())
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(wheels),
+         "--require-hashes", "--no-deps", "-r", str(tmp_path / "requirements.lock"),
+         "--target", str(tmp_path / "site"), "--python-version", "3.12",
+         "--only-binary", ":all:"]
+        + [arg for tag in wheelcache.pip_platforms(made.platform) for arg in ("--platform", tag)],
+        capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert (tmp_path / "site" / "twofold" / "__init__.py").is_file()
 
 
 def test_a_wheel_the_index_serves_with_another_hash_is_refused_and_nothing_kept(tmp_path):
