@@ -31,7 +31,7 @@ ANY_CLOUD = ("aws", "gcp", "azure", "lambda")
 
 
 def _clouds_named(args: list[str]) -> list[str]:
-    """The clouds whose SDK `nox -s cloud` needs: those the matrix's targets name in infra
+    """The clouds whose SDK `./noxw -s cloud` needs: those the matrix's targets name in infra
     (read as text: nothing is installed yet), all the common ones for a target without."""
     local = any(a == "--launcher=local" or (a == "--launcher" and args[i + 1:i + 2] == ["local"])
                 for i, a in enumerate(args))
@@ -190,7 +190,7 @@ def docs(session: nox.Session) -> None:
     """Regenerate the reference pages and the example report, then build the docs (--strict)."""
     session.install("-e", ".[docs]")
     session.env["NO_MKDOCS_2_WARNING"] = "1"
-    # The screenshot needs Chromium, which `nox -s tests` installs (envbench/provision.py).
+    # The screenshot needs Chromium, which `./noxw -s tests` installs (envbench/provision.py).
     screenshot = ["--screenshot"] if shutil.which("chromium") else []
     if not screenshot:
         session.warn("chromium is missing: docs/assets/report.png is left as it is")
@@ -202,7 +202,7 @@ def docs(session: nox.Session) -> None:
 def mutants(session: nox.Session) -> None:
     """Mutation testing of the figure-making modules (slow: not in CI); the score per module.
 
-    `nox -s mutants -- "envbench.stats*"` runs only the mutants whose names match."""
+    `./noxw -s mutants -- "envbench.stats*"` runs only the mutants whose names match."""
     # Not editable: the mutated copy in mutants/ must be what the tests import.
     session.install(".[test,cloud]")
     session.install("torch==2.13.0", "mutmut==3.8.1")

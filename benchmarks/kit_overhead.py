@@ -11,11 +11,11 @@ the line every matrix run prints), its median over the cells, and each step's me
 
     python benchmarks/kit_overhead.py [--repeats 9] [--matrix reports/demo/matrix.yaml]
 
---matrix runs another matrix's cells instead (the demo's, as `nox -s demo` wrote it: the
+--matrix runs another matrix's cells instead (the demo's, as `./noxw -s demo` wrote it: the
 figure the demo prints), each with its images built already.
 
 Run it alone (on a 2-core VM a build or a test suite beside it doubles every figure), with
-the engine up and the e2e/demo Debian base in it (`nox -s base-image` builds one).
+the engine up and the e2e/demo Debian base in it (`./noxw -s base-image` builds one).
 """
 from __future__ import annotations
 

@@ -225,7 +225,7 @@ COMMANDS: dict[str, Command] = {
     "demo": Command("two real stacks on this machine's CPU, then the report", ("reports_dir",),
                     helps={"reports_dir": "where the demo's matrix, results and report go"},
                     defaults={"reports_dir": Path("reports") / "demo"}),
-    # `nox -s bench-cpu report -- OPTIONS` hands both sessions the same options: without
+    # `./noxw -s bench-cpu report -- OPTIONS` hands both sessions the same options: without
     # result folders the report takes the cells the run took (matrix, --env, --target,
     # --kind, --quick, --synthetic, the data set's digest) from REPORTS/results.
     "report": Command("render reports/index.html, summary.md, results.csv",
@@ -303,7 +303,7 @@ def _takes_value(option: Option) -> bool:
 def split_foreign(command: str, argv: list[str]) -> tuple[list[str], list[str]]:
     """``argv`` without the kit's options that ``command`` does not take, and those options.
 
-    `nox -s doctor bench-cuda report -- --quick` hands every session the same options: each
+    `./noxw -s doctor bench-cuda report -- --quick` hands every session the same options: each
     verb leaves out (and says so) what belongs to another, with its value. An option no verb
     takes stays in, to be refused as ever.
     """

@@ -1,4 +1,4 @@
-"""Getting a machine ready, in one place: `.ci/run`, `nox -s tests` and `nox -s demo` all
+"""Getting a machine ready, in one place: `.ci/run`, `./noxw -s tests` and `./noxw -s demo` all
 call this module, so a fresh machine with only Python gets what they need the same way.
 
 - a Docker engine: the one that answers, or, on Debian/Ubuntu as root or with passwordless
@@ -240,7 +240,7 @@ def _tail(log: Path) -> str:
         return ""
 
 
-# What `nox -s tests` needs beyond Python packages: debootstrap (the local base image),
+# What `./noxw -s tests` needs beyond Python packages: debootstrap (the local base image),
 # Chromium (the report's screenshot test), and Debian's torch 1.13 stack, on which bench's
 # tests run a second time (with jsonschema, which checks its outputs there too).
 TEST_PACKAGES = {
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m envbench.provision", description=__doc__)
     parser.add_argument("what", choices=("engine", "tests", "check"),
                         help="engine: a Docker engine that answers; tests: that, and what "
-                             "`nox -s tests` needs; check: only say whether this user reaches "
+                             "`./noxw -s tests` needs; check: only say whether this user reaches "
                              "an engine, and if not why (exit 1), starting nothing")
     parser.add_argument("--quiet", action="store_true", help="check: the exit code only")
     args = parser.parse_args(argv)

@@ -14,7 +14,7 @@ def screenshot(page: Path, tmp_path: Path, height: int = 2400):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         if os.environ.get("CI"):
-            pytest.fail("chromium is missing; nox -s tests installs Debian's chromium")
+            pytest.fail("chromium is missing; ./noxw -s tests installs Debian's chromium")
         pytest.skip("Debian's chromium is not installed")
     shot = tmp_path / "shot.png"
     subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",

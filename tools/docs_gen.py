@@ -68,7 +68,7 @@ def _default(name: str, command: options.Command) -> str:
 def cli_reference() -> str:
     lines = [HEADER % "envbench/command_options.py", "# CLI reference\n",
              "Every nox session calls one `envbench` verb; options go after `--`",
-             "(`nox -s report -- --out DIR`). Sessions named together get the same options: a",
+             "(`./noxw -s report -- --out DIR`). Sessions named together get the same options: a",
              "verb leaves out, with one line saying so, an option that only other verbs take; an",
              "option no verb takes is refused.\n"]
     for verb, command in options.COMMANDS.items():
@@ -76,7 +76,7 @@ def cli_reference() -> str:
         sessions = SESSIONS.get(verb, verb).split(", ")
         lines.append("%s. Session%s: %s.\n" % (
             _cell(command.help[0].upper() + command.help[1:]), "s" if len(sessions) > 1 else "",
-            ", ".join("`nox -s %s`" % name for name in sessions)))
+            ", ".join("`./noxw -s %s`" % name for name in sessions)))
         if not command.options:
             lines.append("No options.\n")
             continue
@@ -235,7 +235,7 @@ def screenshot(page: Path, png: Path) -> None:
     """The top of the page, as a reader first sees it, with headless Chromium."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
-        raise SystemExit("chromium is missing (Debian's chromium package; nox -s tests "
+        raise SystemExit("chromium is missing (Debian's chromium package; ./noxw -s tests "
                          "installs it)")
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",

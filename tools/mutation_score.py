@@ -1,6 +1,6 @@
 """The mutation score per module, from mutmut's own records (mutants/<path>.meta).
 
-`nox -s mutants` runs mutmut over the modules that make the report's figures, then this:
+`./noxw -s mutants` runs mutmut over the modules that make the report's figures, then this:
 per module, mutants killed, survived, without a covering test, timed out; the survivors
 listed by name. Those argued equivalent in tests/equivalent_mutants.txt (name, then why) are
 counted apart and left out of the score: (killed + timed out) / (all - equivalent). A mutant
@@ -57,7 +57,7 @@ def main() -> int:
         score = 100.0 * caught / scored if scored else 100.0
         rows.append((module, len(codes), counts, score))
     if not rows:
-        print("no mutmut results under mutants/: run `nox -s mutants` first", file=sys.stderr)
+        print("no mutmut results under mutants/: run `./noxw -s mutants` first", file=sys.stderr)
         return 1
     print("| module | mutants | killed | survived | equivalent | no tests | timeout | score |")
     print("|---|---|---|---|---|---|---|---|")

@@ -466,7 +466,7 @@ def ensure_nox(uv, env):
 
 
 def main(argv):
-    # ./noxw chose a python3 >= 3.8 (vermin checks this file against 3.8 in `nox -s tests`).
+    # ./noxw chose a python3 >= 3.8 (vermin checks this file against 3.8 in `./noxw -s tests`).
     pip = pip_settings(warn=say)  # no pip needed to read it: a stock VM has none
     folder = cache_root()
     folder.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ def _hash_regular(path: Path, cap: int, algorithm: Any) -> str:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 algorithm.update(block)
     except files.Unreadable as exc:
-        raise UserError("%s is %s: it is not CIFAR-10's; remove it and run `nox -s data` "
+        raise UserError("%s is %s: it is not CIFAR-10's; remove it and run `./noxw -s data` "
                         "again" % (path, exc))
     return str(algorithm.hexdigest())
 

@@ -45,23 +45,23 @@ def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
     provision.index_environment()  # a bad ENVBENCH_INDEX_URL is bad input, said before all
     cells = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick,
                            opts.matrix_dir, opts.profile)
-    # A cloud target runs on its own VM (nox -s cloud), where the kit names it with --target;
+    # A cloud target runs on its own VM (./noxw -s cloud), where the kit names it with --target;
     # a local run that did not ask for it leaves it alone.
     cloud = sorted({c.target for c in cells if m.targets[c.target].cloud is not None
                     and c.target not in opts.targets})
     if cloud:
-        print("cloud targets %s run on their own VMs (nox -s cloud); left out here"
+        print("cloud targets %s run on their own VMs (./noxw -s cloud); left out here"
               % ", ".join(cloud))
         cells = [c for c in cells if c.target not in cloud]
-    # A Slurm target's cells run as a batch job on its cluster (nox -s slurm), never in this
+    # A Slurm target's cells run as a batch job on its cluster (./noxw -s slurm), never in this
     # machine's engine: asked for here, that is a mistake said before anything is built.
     slurm = sorted({c.target for c in cells if m.targets[c.target].slurm is not None})
     asked = [t for t in slurm if t in opts.targets]
     if asked:
         raise BadInput("%s: a Slurm target, whose cells run as a batch job on its cluster: "
-                       "nox -s slurm -- --target %s" % (asked[0], asked[0]))
+                       "./noxw -s slurm -- --target %s" % (asked[0], asked[0]))
     if slurm:
-        print("slurm targets %s run as batch jobs on their cluster (nox -s slurm); left out "
+        print("slurm targets %s run as batch jobs on their cluster (./noxw -s slurm); left out "
               "here" % ", ".join(slurm))
         cells = [c for c in cells if c.target not in slurm]
     if not cells:

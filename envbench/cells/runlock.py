@@ -1,6 +1,6 @@
 """One run at a time on a reports folder.
 
-Two `nox -s bench-cpu` started on one folder used to run the same cells at once, and the
+Two `./noxw -s bench-cpu` started on one folder used to run the same cells at once, and the
 second one's clean-up removed the first one's just-created containers. A run now holds an
 exclusive `flock` on REPORTS/.envbench-run.lock for as long as it runs (the kernel drops it
 when the process dies, however it dies); a second run says which pid holds it and waits,

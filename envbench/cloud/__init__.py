@@ -1,4 +1,4 @@
-"""Cloud targets: one SkyPilot cluster per target with a ``cloud:`` block (nox -s cloud).
+"""Cloud targets: one SkyPilot cluster per target with a ``cloud:`` block (./noxw -s cloud).
 
 plan.py      what a run would do and cost, before any money is spent (--dry-run)
 tasks.py     the SkyPilot task of a target, as a plain task-YAML dict (no SkyPilot import)

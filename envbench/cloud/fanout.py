@@ -1,4 +1,4 @@
-"""`nox -s cloud`: one cluster per cloud target, all at once; results home; every cluster down.
+"""`./noxw -s cloud`: one cluster per cloud target, all at once; results home; every cluster down.
 
 Each target runs in its own thread: launch (provision, sync, setup, start the run script),
 stream the job's output with a ``[target]`` prefix, then bring the results home over the

@@ -1,4 +1,4 @@
-"""What `nox -s cloud` would do, and what it would cost, before any money is spent.
+"""What `./noxw -s cloud` would do, and what it would cost, before any money is spent.
 
 Per cloud target: the accelerator and where (infra, or the cheapest cloud in the catalog),
 the hourly price (the matrix's price_per_hour, else SkyPilot's catalog, and which), the cells,

@@ -16,7 +16,7 @@ from envbench.cloud.launcher import LineStream, ProvisionFailed, Remote
 from envbench.matrix.models import CONTAINER_INFRA, Cloud
 from envbench.user_errors import UserError
 
-INSTALL_HINT = "install the cloud extra: pip install 'envbench[cloud]' (or run nox -s cloud)"
+INSTALL_HINT = "install the cloud extra: pip install 'envbench[cloud]' (or run ./noxw -s cloud)"
 
 
 def import_sky() -> Any:

@@ -1,4 +1,4 @@
-"""`envbench bench` (nox -s bench-cpu, bench-cuda): build, then run every selected cell."""
+"""`envbench bench` (./noxw -s bench-cpu, bench-cuda): build, then run every selected cell."""
 from __future__ import annotations
 
 import sys

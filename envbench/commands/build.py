@@ -1,4 +1,4 @@
-"""`envbench build` (nox -s build-cpu, build-cuda): the images the selected cells need."""
+"""`envbench build` (./noxw -s build-cpu, build-cuda): the images the selected cells need."""
 from __future__ import annotations
 
 import sys

@@ -38,7 +38,7 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
     for name, target in m.targets.items():
         if target.cloud is not None:
             c = target.cloud
-            print("cloud target %s: %s on %s%s, autostop %d min; nox -s cloud -- --dry-run "
+            print("cloud target %s: %s on %s%s, autostop %d min; ./noxw -s cloud -- --dry-run "
                   "shows its plan and price" % (name, c.accelerators or "a CPU VM",
                                                 c.infra or "any cloud",
                                                 " (spot)" if c.use_spot else "",
@@ -58,16 +58,16 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
                 where = lockmod.path_for(opts.locks_dir, name)
                 if state is lockmod.LockState.STALE:
                     problems.append("environments.%s: %s is stale (its inputs changed); run "
-                                    "`nox -s lock`" % (name, where))
+                                    "`./noxw -s lock`" % (name, where))
                 elif state is lockmod.LockState.MISSING and opts.frozen:
                     problems.append("environments.%s: %s is missing and --frozen forbids "
-                                    "creating it; run `nox -s lock`" % (name, where))
+                                    "creating it; run `./noxw -s lock`" % (name, where))
                 elif state is lockmod.LockState.MISSING:
                     why = (" (the kit commits locks only for stacks on the default index: "
                            "the index this one names is not reachable where the kit is "
                            "developed)" if env.index_url else "")
                     warnings.append("environments.%s: no committed lock%s: `bench` will "
-                                    "resolve %s (or run `nox -s lock` and commit it)"
+                                    "resolve %s (or run `./noxw -s lock` and commit it)"
                                     % (name, why, where))
             plans[name] = dockerfile.plan(name, env, matrix_dir, current, m.needs_compiler)
         except UserError as exc:
@@ -77,7 +77,7 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
         root = opts.data_dir or dataset.default_cache()
         if not dataset.is_ready(root):
             warnings.append("data: no CIFAR-10 in %s (expected %s/): before `bench`, run "
-                            "`nox -s data`, give --data DIR, or use --synthetic"
+                            "`./noxw -s data`, give --data DIR, or use --synthetic"
                             % (root, dataset.FOLDER))
     client = _engine()
     gpu_targets = sorted({c.target for c in cells if m.targets[c.target].device == "cuda"})

@@ -1,4 +1,4 @@
-"""`envbench clean` (nox -s clean): what the kit keeps on this machine, how large each part
+"""`envbench clean` (./noxw -s clean): what the kit keeps on this machine, how large each part
 is and the command that removes it; with --remove PART, removed.
 
 The parts: the stack images (and builder stages), the base images the kit built (its
@@ -129,17 +129,17 @@ def parts(opts: Options, client: Any) -> list[Part]:
     return [
         Part("images", "%d stack image(s) and builder stage(s) in the engine (a CUDA stack "
              "is about 6 GB)" % len(stacks), size,
-             lambda: _remove_images(client, stacks), "nox -s clean -- --remove images"),
+             lambda: _remove_images(client, stacks), "./noxw -s clean -- --remove images"),
         Part("bases", "%d base image(s) the kit built (envbench/debian:*, envbench/python-*: "
              "debootstrap, rebuilt in about 30 s)" % len(bases), base_size,
-             lambda: _remove_images(client, bases), "nox -s clean -- --remove bases"),
+             lambda: _remove_images(client, bases), "./noxw -s clean -- --remove bases"),
         Part("cache", "%s: locked wheels, CIFAR-10, wheelhouses, ./noxw's uv and nox (what "
              "the kit wrote there, nothing else)" % folder, _size_of(cached),
              lambda: _remove(_ours(folder, CACHE_ENTRIES, CACHE_PREFIXES)),
-             "nox -s clean -- --remove cache"),
+             "./noxw -s clean -- --remove cache"),
         Part("reports", "%s: results, logs, pages (what the kit wrote there; README.md and "
              "anything else stay)" % opts.reports_dir, _size_of(reported),
-             lambda: _remove_reports(opts.reports_dir), "nox -s clean -- --remove reports"),
+             lambda: _remove_reports(opts.reports_dir), "./noxw -s clean -- --remove reports"),
         Part(".nox", ".nox/ beside the noxfile: the sessions' venvs (remade on the next run)",
              _tree_size(Path(".nox")), None, "rm -rf .nox"),
     ]

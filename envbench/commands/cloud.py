@@ -1,4 +1,4 @@
-"""`envbench cloud` (nox -s cloud): one cluster per cloud target, results home, every
+"""`envbench cloud` (./noxw -s cloud): one cluster per cloud target, results home, every
 cluster down, then one report of what came back (--dry-run: the plan, prices, task YAMLs)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`envbench compare OLD NEW` (nox -s compare): two runs' results, cell by cell; only the
+"""`envbench compare OLD NEW` (./noxw -s compare): two runs' results, cell by cell; only the
 changes that clear the noise are flagged.
 
 Under --fail-on-regression the exit code is 1 when a cell regressed beyond the threshold, and

@@ -1,4 +1,4 @@
-"""`nox -s demo`: the first run on any Linux machine with Docker and the package registries.
+"""`./noxw -s demo`: the first run on any Linux machine with Docker and the package registries.
 
 Two real stacks on this machine's CPU, on one Debian base: Debian's own python3-torch (an
 old stack) and a current torch CPU build installed from a lock. No container registry, no
@@ -55,7 +55,7 @@ def matrix_text(base: str, python_base: str, python: str, wheelhouse: Path,
         "targets": {"cpu": {"device": "cpu"}},
         "benchmark": dict(BENCHMARK, data="synthetic" if synthetic else "cifar10"),
     }
-    return ("# Written by `nox -s demo`: Debian's python3-torch against torch %s (CPU build), "
+    return ("# Written by `./noxw -s demo`: Debian's python3-torch against torch %s (CPU build), "
             "on this machine's CPU.\n" % TORCH) + yaml.safe_dump(document, sort_keys=False)
 
 

@@ -1,4 +1,4 @@
-"""`nox -s doctor`: what this host can run of the cells asked for, said before an hour of
+"""`./noxw -s doctor`: what this host can run of the cells asked for, said before an hour of
 builds.
 
 One line per check: ✔ it holds, ✘ it fails (with the fix), ℹ information: something this
@@ -101,7 +101,7 @@ def diagnose(asked: Asked, data_dir: Path | None = None, locks_dir: Path | None 
     except UserError:
         reach = enginereach.diagnose()
         return [Check(False, "Docker engine: %s" % reach.sentence, reach.fix or (
-            "" if reach.kind == "container" else "on Debian/Ubuntu: `nox -s demo` installs "
+            "" if reach.kind == "container" else "on Debian/Ubuntu: `./noxw -s demo` installs "
             "and starts one (as root or with passwordless sudo); elsewhere: install Docker "
             "and start it"))]
     version = client.version().get("Version", "?")
@@ -149,7 +149,7 @@ def _gpu_checks(client: Any, asked: Asked, tags: dict[str, str | None]
     if found.runtime:
         out.append(Check(True, "NVIDIA runtime: a container gets the GPUs (--gpus probe)"))
     elif found.runtime is None:
-        out.append(Check(False, "NVIDIA runtime: %s" % found.problem, "run `nox -s doctor` "
+        out.append(Check(False, "NVIDIA runtime: %s" % found.problem, "run `./noxw -s doctor` "
                          "again once an image is built, or check `docker run --gpus all`"))
     elif found.problem in (None, gpu.NO_RUNTIME):
         out.append(Check(False, "NVIDIA runtime: this Docker engine has none (GPU targets "
@@ -201,7 +201,7 @@ def _data(asked: Asked, data_dir: Path | None) -> Check:
         return Check(False, "CIFAR-10 is not in %s (--data)" % root,
                      "give --data the folder holding %s/" % dataset.FOLDER)
     problem = download.answers(dataset.URL)
-    fix = ("fetch it where it answers (`nox -s data`), or offline: put cifar-10-python.tar.gz "
+    fix = ("fetch it where it answers (`./noxw -s data`), or offline: put cifar-10-python.tar.gz "
            "in %s, or run on synthetic data (--synthetic)" % root)
     if problem is None:
         return Check(True, "CIFAR-10 is not in %s yet: bench fetches it once (170 MB, "

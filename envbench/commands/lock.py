@@ -85,7 +85,7 @@ def _check(name: str, env: Environment, opts: Options, out: TextIO) -> bool:
     - the lock's own pins (every package==version): the same files with the same hashes, or
       the lock was edited by hand or its index changed a file: it fails;
     - the matrix's requirements afresh: newer versions are drift, said and not a failure (the
-      lock still installs exactly what it names; `nox -s lock` moves to them).
+      lock still installs exactly what it names; `./noxw -s lock` moves to them).
     When neither resolves, the index is out of reach: it says it could not check.
     True unless the lock is stale or differs from its own pins (a missing one is said)."""
     def say(text: str) -> None:
@@ -100,13 +100,13 @@ def _check(name: str, env: Environment, opts: Options, out: TextIO) -> bool:
         # Not a lock that differs: there is none to check. The kit commits locks for the
         # stacks on the default index; the others are resolved at their first build.
         say("no committed lock at %s%s: nothing to check; `bench` resolves it at its first "
-            "build, or `nox -s lock -- --env %s` writes one to commit" % (
+            "build, or `./noxw -s lock -- --env %s` writes one to commit" % (
                 lockmod.path_for(opts.locks_dir, name),
                 " (the kit commits locks for stacks on the default index, not on an index of "
                 "their own)" if env.index_url else "", name))
         return True
     if found.state is lockmod.LockState.STALE:
-        say("%s is stale (the matrix changed since); run `nox -s lock`" % found.lock.path)
+        say("%s is stale (the matrix changed since); run `./noxw -s lock`" % found.lock.path)
         return False
     current = found.lock
     with tempfile.TemporaryDirectory(prefix="envbench-lock-check-") as tmp:
@@ -129,12 +129,12 @@ def _check(name: str, env: Environment, opts: Options, out: TextIO) -> bool:
     wrong = _differences(current, pinned, "what the index serves for the lock's pins")
     if wrong:
         say("%s differs from what its index serves for its own pins (%d difference(s)); "
-            "run `nox -s lock`:\n  %s" % (current.path, len(wrong), "\n  ".join(wrong)))
+            "run `./noxw -s lock`:\n  %s" % (current.path, len(wrong), "\n  ".join(wrong)))
         return False
     drift = _differences(current, fresh, "a fresh resolution") if fresh is not None else []
     if drift:
         say("%s matches its index (%d wheels); drift: a fresh resolution picks newer files "
-            "(%d difference(s)); the lock still installs what it names, `nox -s lock` moves "
+            "(%d difference(s)); the lock still installs what it names, `./noxw -s lock` moves "
             "to them:\n  %s" % (current.path, len(current.wheels), len(drift),
                                 "\n  ".join(drift)))
     else:

@@ -1,4 +1,4 @@
-"""`envbench report` (nox -s report): index.html, summary.md and results.csv.
+"""`envbench report` (./noxw -s report): index.html, summary.md and results.csv.
 
 Without folders, the current matrix's cells from REPORTS/results (with the run's selection
 options); with folders or files, what they hold, narrowed by the same options.

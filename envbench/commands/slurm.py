@@ -1,4 +1,4 @@
-"""`envbench slurm` (nox -s slurm): each Slurm target's cells as one batch job on its
+"""`envbench slurm` (./noxw -s slurm): each Slurm target's cells as one batch job on its
 cluster, followed until they are in (see envbench.slurm.run)."""
 from __future__ import annotations
 

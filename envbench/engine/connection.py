@@ -54,7 +54,7 @@ def unreachable() -> str:
     there but silent, this is a container, or there is none (see envbench.enginereach)."""
     reach = enginereach.diagnose()
     if reach.kind == "absent":
-        return ("%s. Install Docker and start it (on Debian or Ubuntu `nox -s demo` does, as "
+        return ("%s. Install Docker and start it (on Debian or Ubuntu `./noxw -s demo` does, as "
                 "root or with passwordless sudo), or point DOCKER_HOST at a running engine"
                 % reach.sentence)
     return reach.message()

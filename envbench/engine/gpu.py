@@ -20,7 +20,7 @@ NVIDIA_FIX = ("install nvidia-container-toolkit, run `sudo nvidia-ctk runtime co
               "--runtime=docker` and restart dockerd")
 NO_RUNTIME = "this Docker engine has no NVIDIA runtime: %s" % NVIDIA_FIX
 NO_GPU = ("this host has no NVIDIA GPU (none on its PCI bus, no driver, no nvidia-smi): GPU "
-          "targets need a GPU host; here run the CPU targets (`--kind cpu`, `nox -s bench-cpu`)")
+          "targets need a GPU host; here run the CPU targets (`--kind cpu`, `./noxw -s bench-cpu`)")
 # The oldest Linux driver each CUDA major runs on (NVIDIA's minor-version compatibility:
 # a CUDA 12.x wheel runs on any driver from 525.60.13 on).
 MIN_DRIVER = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}

@@ -121,7 +121,7 @@ def ensure_base(client: docker.DockerClient, base: str, allow_pull: bool, out: T
     image = image_or_none(client, base)
     if image is not None:
         return image
-    hint = ("Build or load it into this engine (for a local Debian base: `nox -s base-image`), "
+    hint = ("Build or load it into this engine (for a local Debian base: `./noxw -s base-image`), "
             "or set the environment's base: to an image the engine has.")
     if not allow_pull:
         raise UserError("base image %s is not in the local engine and --offline forbids "

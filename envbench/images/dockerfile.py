@@ -110,7 +110,7 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
     if compiler:
         apt += [package for package in COMPILER if package not in apt]
     loader = jinja2.FileSystemLoader([str(template_path.parent), str(TEMPLATES_DIR)])
-    # Sandboxed: a template is text from the matrix's folder, and `nox -s check` renders it
+    # Sandboxed: a template is text from the matrix's folder, and `./noxw -s check` renders it
     # ("nothing is built or run"); an unsandboxed one runs any Python it names, such as
     # {{ cycler.__init__.__globals__.os.getcwd() }}.
     jinja = SandboxedEnvironment(loader=loader, undefined=jinja2.StrictUndefined,

@@ -8,7 +8,7 @@ no host: a wheel's URL is resolved through the environment's index (or pip's con
 when it is fetched, so a lock can be committed and a mirror serves it. The image installs
 exactly those files, offline, hash-checked. A lock remembers the hash of its inputs (the pins,
 Python, platform, index as the matrix writes it, wheelhouse listing); when they change the
-lock is stale and is refused until `nox -s lock` runs again.
+lock is stale and is refused until `./noxw -s lock` runs again.
 """
 from __future__ import annotations
 
@@ -230,7 +230,7 @@ def write(name: str, env: Environment, matrix_dir: Path, locks_dir: Path,
     text = resolve(pins or values["requirements"], env.python, values["platform"],
                    sources.index_url(name, env), wheelhouse)
     text = _host_free(text)
-    header = ("# envbench lock of environment %s: written by `nox -s lock`, do not edit.\n"
+    header = ("# envbench lock of environment %s: written by `./noxw -s lock`, do not edit.\n"
               "# Resolved with uv for Python %s on %s.\n" % (name, env.python,
                                                               values["platform"]))
     tool = ["", "[tool.envbench]", "environment = %s" % json.dumps(name),
@@ -250,22 +250,22 @@ def read(path: Path) -> Lock:
         raw = files.read_regular(path, MAX_LOCK_BYTES)
         data = tomllib.loads(files.decode_utf8(raw))
     except (files.Unreadable, tomllib.TOMLDecodeError) as exc:
-        raise UserError("%s: not a readable lock (%s); run `nox -s lock`" % (path, exc))
+        raise UserError("%s: not a readable lock (%s); run `./noxw -s lock`" % (path, exc))
     tool = data.get("tool")
     tool = tool.get("envbench") if isinstance(tool, dict) else None
     if not isinstance(data.get("packages", []), list):
-        raise UserError("%s: packages is not a list of [[packages]] tables; run `nox -s lock`"
+        raise UserError("%s: packages is not a list of [[packages]] tables; run `./noxw -s lock`"
                         % path)
     if not isinstance(tool, dict) or not isinstance(tool.get("inputs-sha256"), str):
         raise UserError("%s: not an envbench lock (no [tool.envbench] inputs-sha256); run "
-                        "`nox -s lock`" % path)
+                        "`./noxw -s lock`" % path)
     try:
         recorded = json.loads(tool.get("inputs") or "{}")
     except (TypeError, ValueError):
         recorded = None
     if not isinstance(recorded, dict):
         raise UserError("%s: [tool.envbench] inputs is not the JSON the kit writes; run "
-                        "`nox -s lock`" % path)
+                        "`./noxw -s lock`" % path)
     return Lock(environment=str(tool.get("environment", path.name)), path=path,
                 sha256=hashlib.sha256(raw).hexdigest(), inputs_sha256=tool["inputs-sha256"],
                 uv_version=str(tool.get("uv-version", "?")), wheels=_wheels(data, str(path)),
@@ -275,7 +275,7 @@ def read(path: Path) -> Lock:
 
 class LockState(enum.Enum):
     CURRENT = "current"  # written from the matrix's present pins, Python, platform, index
-    STALE = "stale"      # the matrix changed since: refused until `nox -s lock` runs
+    STALE = "stale"      # the matrix changed since: refused until `./noxw -s lock` runs
     MISSING = "missing"  # never written
 
 
@@ -304,9 +304,9 @@ def ensure(name: str, env: Environment, matrix_dir: Path, locks_dir: Path, froze
         return found.lock
     if found.state is LockState.STALE:
         raise UserError("%s is stale: the matrix changed %s's pins, Python, platform, index or "
-                        "wheelhouse since it was written; run `nox -s lock`" % (where, name))
+                        "wheelhouse since it was written; run `./noxw -s lock`" % (where, name))
     if frozen:
-        raise UserError("%s is missing and --frozen forbids creating it; run `nox -s lock`"
+        raise UserError("%s is missing and --frozen forbids creating it; run `./noxw -s lock`"
                         % where)
     print("%s: no lock yet, resolving it into %s" % (name, where), file=out, flush=True)
     started = time.perf_counter()

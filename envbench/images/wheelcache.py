@@ -121,7 +121,7 @@ def fetch_through_index(wheels: list[Wheel], lock: Lock, index_url: str | None, 
     stack is gigabytes, and a user should see which file is coming."""
     if not lock.python or not lock.platform:
         raise UserError("%s names wheels without URLs but records no Python or platform; run "
-                        "`nox -s lock` again" % lock.path)
+                        "`./noxw -s lock` again" % lock.path)
     staging = root / "wheels" / ".fetch"
     users.cache_dirs(staging)
     dest = Path(tempfile.mkdtemp(prefix="pip-", dir=staging))

@@ -226,7 +226,7 @@ LOCAL_POOL = "local"  # ssh/local: the local launcher's pool of sshd "VMs"
 
 
 class Cloud(_Strict):
-    """A target that lives in a cloud: SkyPilot provisions a VM for it (nox -s cloud).
+    """A target that lives in a cloud: SkyPilot provisions a VM for it (./noxw -s cloud).
 
     A cuda target names its accelerators; a cpu target has none (the CPU baseline on a cloud
     VM: instance_type, or SkyPilot's default CPU VM)."""
@@ -291,7 +291,7 @@ SLURM_GRAMMARS = {
 
 
 class Slurm(_Strict):
-    """A target on a Slurm cluster (nox -s slurm): one batch job per target, its cells as job
+    """A target on a Slurm cluster (./noxw -s slurm): one batch job per target, its cells as job
     steps in a container runtime the nodes have, images and results in ``shared_dir``."""
 
     partition: Annotated[str, Field(strict=True, pattern=SLURM_NAME)]

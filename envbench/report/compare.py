@@ -1,4 +1,4 @@
-"""Two runs compared (`nox -s compare -- OLD NEW`): the same cells in both, and only the
+"""Two runs compared (`./noxw -s compare -- OLD NEW`): the same cells in both, and only the
 changes that clear the noise (as asv's and pytest-benchmark's compare do); where both runs
 were profiled, the operators that account for a flagged change.
 

@@ -147,12 +147,12 @@ def render(records: list[Result], skipped: list[tuple[str, str]], out: Path,
            keep_contended: bool = False) -> dict[str, Path]:
     """Write the three files into ``out``; ``skipped`` (file, why) are listed on the page."""
     if not records:
-        raise UserError("no results to report in %s (run `nox -s bench-cpu` first)%s"
+        raise UserError("no results to report in %s (run `./noxw -s bench-cpu` first)%s"
                         % (where, "; left out: %s" % "; ".join("%s: %s" % s for s in skipped[:3])
                            if skipped else ""))
     context = build_context(records, skipped, baseline, goal, baseline_env, keep_contended, out)
     context["keep_contended"] = keep_contended
-    # The cloud clusters these results came from (REPORTS/cloud/runs.json of `nox -s cloud`):
+    # The cloud clusters these results came from (REPORTS/cloud/runs.json of `./noxw -s cloud`):
     # what each cost, by the provider's accounting where it gives one.
     targets = {r.cell.target for r in records}
     context["cloud_runs"] = [run for run in cloud_runs or [] if run.target in targets]
@@ -178,6 +178,6 @@ def render_files(paths: list[Path], out: Path, baseline: str | None = None,
 
 
 def render_current(opts: Options) -> dict[str, Path]:
-    """Report the current matrix's cells into REPORTS (what `nox -s report` does)."""
+    """Report the current matrix's cells into REPORTS (what `./noxw -s report` does)."""
     records, skipped, where = selection.current_results(opts)
     return render(records, skipped, opts.reports_dir, where=where)

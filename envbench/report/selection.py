@@ -1,4 +1,4 @@
-"""Which stored results a report takes: the current matrix's cells (`nox -s report` without
+"""Which stored results a report takes: the current matrix's cells (`./noxw -s report` without
 folders), or what folders given by path hold, narrowed by the selection options.
 
 A results folder collects everything ever run into it: older images, quick runs, other

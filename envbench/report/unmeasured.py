@@ -47,5 +47,5 @@ def sections(context: dict[str, Any]) -> list[Missing]:
     if not context.get("cloud_runs"):
         out.append(Missing("cloud", "cloud clusters and what they cost",
                            "targets: {l4: {device: cuda, cloud: {accelerators: \"L4:1\"}}}  "
-                           "(then nox -s cloud)"))
+                           "(then ./noxw -s cloud)"))
     return out

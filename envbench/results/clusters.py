@@ -1,5 +1,5 @@
 """What each cloud cluster of a fan-out did and cost: REPORTS/cloud/runs.json, written by
-`nox -s cloud` and read by the report's cloud table."""
+`./noxw -s cloud` and read by the report's cloud table."""
 from __future__ import annotations
 
 import enum

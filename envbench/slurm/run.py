@@ -1,4 +1,4 @@
-"""`envbench slurm` (nox -s slurm): each Slurm target's cells as one batch job.
+"""`envbench slurm` (./noxw -s slurm): each Slurm target's cells as one batch job.
 
 On the login node: preflight (nothing is submitted on a ✘), the images built in the engine
 here and saved for the nodes, the data set and the user's code copied into shared_dir, one
@@ -75,8 +75,8 @@ def slurm_targets(m: models.Matrix, opts: Options) -> list[str]:
                        % (unknown[0], opts.matrix_path, ", ".join(m.targets)))
     not_slurm = [t for t in named if m.targets[t].slurm is None]
     if not_slurm:
-        raise BadInput("--target %s has no slurm: block; it runs with nox -s bench (or "
-                       "nox -s cloud)" % not_slurm[0])
+        raise BadInput("--target %s has no slurm: block; it runs with ./noxw -s bench (or "
+                       "./noxw -s cloud)" % not_slurm[0])
     chosen = named or [t for t, target in m.targets.items() if target.slurm is not None]
     if not chosen:
         raise BadInput("%s has no target with a slurm: block (see docs/hpc.md)"

@@ -1,4 +1,4 @@
-"""Fixtures for bench's tests. These run twice under `nox -s tests`: in the host venv (current
+"""Fixtures for bench's tests. These run twice under `./noxw -s tests`: in the host venv (current
 torch, no torchvision) and under Debian's python3 with python3-torch 1.13 + torchvision (the old
 stack and the classic pipeline)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`nox -s demo` as a user runs it: it ends with a report comparing two real stacks, and
+"""`./noxw -s demo` as a user runs it: it ends with a report comparing two real stacks, and
 the report's figures are the medians of the result files it wrote."""
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def test_a_quick_run_never_shares_a_row_with_the_full_run(first_run, e2e_env, ci
     assert len(quick) == 2 and all(r["cell"]["quick"] for r in quick.values())
     assert all("__quick__" in name for name in quick)
 
-    # The current matrix, as `nox -s report` sees it: the full run, the quick files named.
+    # The current matrix, as `./noxw -s report` sees it: the full run, the quick files named.
     proc = envbench(e2e_env, "report", "--matrix", E2E_MATRIX, "--data", cifar,
                     "--reports", reports)
     assert proc.returncode == 0 and "Traceback" not in proc.stdout, proc.stdout

@@ -1,4 +1,4 @@
-"""`nox -s clean`: what the kit keeps here, its size and the command that removes it; a
+"""`./noxw -s clean`: what the kit keeps here, its size and the command that removes it; a
 part removed on request and nothing else (the engine's images are only counted here: the
 other tests' images live in the same engine)."""
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_clean_lists_each_part_with_its_size_and_the_command_and_removes_nothing
     cache_line = next(line for line in lines if line.startswith("cache "))
     assert "3 MB" in cache_line and str(tmp_path / "cache") in cache_line
     assert "2 MB" in next(line for line in lines if line.startswith("reports "))
-    assert "         remove: nox -s clean -- --remove cache" in lines
+    assert "         remove: ./noxw -s clean -- --remove cache" in lines
     assert "         remove: rm -rf .nox" in lines
     assert (tmp_path / "cache" / "wheels" / "w.whl").exists()
     assert (tmp_path / "reports" / "results" / "r.json").exists()

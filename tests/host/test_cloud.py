@@ -193,7 +193,7 @@ def test_local_runs_leave_cloud_targets_to_their_vms_and_check_lists_them(tmp_pa
                            "--synthetic"], cwd=ROOT, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=300)
     assert "cloud target l4: L4:1 on paperspace (spot), autostop 30 min" in proc.stdout
-    assert "cloud targets a100, h100, l4 run on their own VMs (nox -s cloud)" in proc.stdout
+    assert "cloud targets a100, h100, l4 run on their own VMs (./noxw -s cloud)" in proc.stdout
 
 
 def test_results_come_home_from_the_job_log_byte_for_byte(tmp_path):

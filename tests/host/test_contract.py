@@ -206,7 +206,7 @@ def _mutate(record: dict, path: tuple, value) -> dict:
 
 
 def _report(folder: Path, out: Path, *options: str) -> tuple[int, str]:
-    """The report CLI in-process, as `nox -s report -- FOLDER` runs it."""
+    """The report CLI in-process, as `./noxw -s report -- FOLDER` runs it."""
     stdout, stderr = io.StringIO(), io.StringIO()
     limit = sys.getrecursionlimit()
     with redirect_stdout(stdout), redirect_stderr(stderr):

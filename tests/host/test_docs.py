@@ -77,26 +77,31 @@ def _sessions() -> dict[str, str | None]:
     return found
 
 
-def _command_lines() -> list[tuple[str, str]]:
+def _command_lines(pages: list[Path] | None = None) -> list[tuple[str, str]]:
     lines = []
-    for path in DOCS:
+    for path in pages or DOCS:
         text = path.read_text(encoding="utf-8")
-        where = str(path.relative_to(ROOT))
+        where = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
         for lang, body in FENCE.findall(text):
             if lang in ("bash", "sh", ""):
                 lines += [(where, line.split("#")[0].strip()) for line in body.splitlines()
-                          if re.match(r"\s*(nox|\./noxw) ", line)]
-        lines += [(where, code) for code in re.findall(r"`((?:nox|\./noxw) -s [^`]+)`", text)]
+                          if re.match(r"\s*(nox|\./noxw)( |$)", line)]
+        lines += [(where, code) for code in re.findall(r"`((?:nox|\./noxw) -[^`]+)`", text)]
     return lines
 
 
-def _command_problems() -> list[str]:
+def _command_problems(pages: list[Path] | None = None) -> list[str]:
     sessions = _sessions()
     taken = {flag for verb in options.COMMANDS.values() for name in verb.options
              for flag in [options.OPTIONS[name].flag] if flag}
     problems = []
-    for where, line in _command_lines():
+    for where, line in _command_lines(pages):
         words = shlex.split(line.replace("…", ""))
+        if words[0] == "nox":
+            # ./noxw keeps nox in its own cache: after the README's first command a reader
+            # has ./noxw and no `nox` on PATH ("nox: command not found").
+            problems.append("%s: `%s`: nox is not on PATH after `./noxw -s demo`; write "
+                            "./noxw" % (where, line))
         named = []
         rest = words[1:]
         while rest and rest[0] != "--":
@@ -125,6 +130,17 @@ def _command_problems() -> list[str]:
 def test_every_command_line_names_sessions_that_exist_and_options_they_take():
     assert len(_command_lines()) > 20  # the check reads the docs' commands at all
     assert _command_problems() == []
+
+
+def test_a_planted_session_that_does_not_exist_and_a_bare_nox_are_caught(tmp_path):
+    page = tmp_path / "planted.md"
+    page.write_text("Then `./noxw -s nosuch`, or:\n\n```bash\nnox -s doctor\n```\n\n"
+                    "and `nox -x -s report -- --quick`.\n", encoding="utf-8")
+    assert _command_problems([page]) == [
+        "planted.md: `nox -s doctor`: nox is not on PATH after `./noxw -s demo`; write ./noxw",
+        "planted.md: `./noxw -s nosuch`: no session nosuch",
+        "planted.md: `nox -x -s report -- --quick`: nox is not on PATH after `./noxw -s demo`; "
+        "write ./noxw"]
 
 
 def test_the_readme_is_short_and_its_links_lead_somewhere():

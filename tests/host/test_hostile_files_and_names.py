@@ -308,7 +308,7 @@ def test_a_data_cache_with_planted_files_is_refused_not_hashed(tmp_path):
     root.mkdir()
     (root / "cifar-10-python.tar.gz").symlink_to("/dev/zero")
     started = time.perf_counter()
-    with pytest.raises(UserError, match="a symbolic link .*remove it and run `nox -s data`"):
+    with pytest.raises(UserError, match="a symbolic link .*remove it and run `./noxw -s data`"):
         dataset.fetch(root, url="file:///nowhere", md5="0" * 32)
     # A planted sparse terabyte as a batch: refused by its size, not read.
     folder = root / dataset.FOLDER

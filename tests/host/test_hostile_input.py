@@ -129,7 +129,7 @@ def test_an_option_no_verb_takes_is_refused_with_the_ones_this_one_takes(argv, r
 
 
 def test_chained_sessions_options_of_other_verbs_are_ignored_with_one_line_each(tmp_path):
-    """`nox -s doctor bench-cuda report -- --quick --order-seed 3` gives each verb every
+    """`./noxw -s doctor bench-cuda report -- --quick --order-seed 3` gives each verb every
     option: report leaves out bench's (with their values) and says so, then does its work
     (here: says that the empty folder holds no results, not that it was asked wrongly)."""
     empty = tmp_path / "none"

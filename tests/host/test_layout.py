@@ -1,6 +1,6 @@
 """The import graph has no cycle, counting imports inside functions (an import moved into a
 function to dodge a cycle is still a cycle); the layering itself is import-linter's contract
-in pyproject.toml, which `nox -s tests` checks with lint-imports."""
+in pyproject.toml, which `./noxw -s tests` checks with lint-imports."""
 from __future__ import annotations
 
 import ast

@@ -109,7 +109,7 @@ def test_a_changed_input_makes_the_lock_stale_and_it_is_refused(tmp_path, wheelh
     else:
         changed = env(wheelhouse, **change)
     assert lock.status("e", changed, tmp_path, locks).state is lock.LockState.STALE
-    with pytest.raises(UserError, match=r"e.pylock.toml is stale: .* run `nox -s lock`"):
+    with pytest.raises(UserError, match=r"e.pylock.toml is stale: .* run `./noxw -s lock`"):
         lock.ensure("e", changed, tmp_path, locks, frozen=False, out=io.StringIO())
 
 
@@ -157,7 +157,7 @@ def test_a_wheel_whose_hash_differs_from_the_lock_is_refused_and_not_kept(tmp_pa
 def test_an_unreadable_lock_says_what_to_run(tmp_path):
     bad = tmp_path / "x.pylock.toml"
     bad.write_text("lock-version = [")
-    with pytest.raises(UserError, match="not a readable lock .* run `nox -s lock`"):
+    with pytest.raises(UserError, match="not a readable lock .* run `./noxw -s lock`"):
         lock.read(bad)
     bad.write_text('lock-version = "1.0"\n')
     with pytest.raises(UserError, match="not an envbench lock"):
@@ -264,7 +264,7 @@ def test_lock_check_catches_a_hash_edited_by_hand_that_the_inputs_hash_cannot(tm
     out = io.StringIO()
     assert not lockcommand._check("e", env(wheelhouse), opts, out)
     assert "e: %s differs from what its index serves for its own pins (1 difference(s)); " \
-        "run `nox -s lock`:" % made.path in out.getvalue()
+        "run `./noxw -s lock`:" % made.path in out.getvalue()
     assert "%s: sha256 is %s in the lock, %s in what the index serves for the lock's pins" % (
         victim.filename, forged, victim.sha256) in out.getvalue()
     assert made.path.read_text().count(forged) == 1  # --check wrote nothing
@@ -384,7 +384,7 @@ def test_lock_check_reports_drift_without_failing_and_fails_a_version_the_index_
 
 
 def test_the_committed_locks_are_current_for_the_default_matrix_and_name_no_host():
-    """What CI's `nox -s lock -- --check` compares against the index: here, that each
+    """What CI's `./noxw -s lock -- --check` compares against the index: here, that each
     committed lock reads, is current for matrix.yaml, and names file names only."""
     from envbench.matrix import models
 
