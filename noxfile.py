@@ -69,7 +69,15 @@ def compare(session: nox.Session) -> None:
 
 @nox.session(name="doctor")
 def doctor(session: nox.Session) -> None:
-    """What this host can run: engine, NVIDIA runtime, GPUs, driver, disk, data, indexes."""
+    """What this host can run: engine, NVIDIA runtime, GPUs, driver, disk, data, indexes;
+    Slurm targets' preflight, and `sky check` for cloud targets."""
+    # A matrix with cloud targets: SkyPilot and the clouds' SDKs, as `cloud` installs them,
+    # so that its credential check is the one the run will make.
+    clouds = _clouds_named(list(session.posargs))
+    if clouds:
+        session.install("-e", ".[%s]" % ",".join(
+            ["cloud"] + ["cloud-%s" % c for c in clouds if c in CLOUD_EXTRAS]))
+        session.env["SKYPILOT_DISABLE_USAGE_COLLECTION"] = "1"
     _envbench(session, "doctor")
 
 

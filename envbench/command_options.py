@@ -48,6 +48,7 @@ class Options:
     order_seed: int | None = None        # `bench`: the seed that shuffles (None: a new one)
     dry_run: bool = False                # `cloud`: plan and task YAMLs only
     print_only: bool = False             # `slurm`: the batch scripts, submitted by hand
+    probe: bool = False                  # `doctor`: run the Slurm targets' probe jobs too
     launcher: str = "sky"                # `cloud`: sky or local
     check: bool = False                  # `lock`: re-resolve and compare, write nothing
     remove: tuple[str, ...] = ()         # `clean`: the parts to remove (none: list them)
@@ -173,6 +174,9 @@ OPTIONS = _options(
     Option("print_only", "--print", "print each Slurm target's batch script and the commands "
            "that convert its images, for submitting by hand; convert nothing, submit nothing "
            "(the preflight's probe job is not run either)", {"action": "store_true"}),
+    Option("probe", "--probe", "also run each Slurm target's probe job: one short srun on its "
+           "partition, which reads the shared folder, the runtime and the GPU from a node "
+           "(without it nothing is submitted)", {"action": "store_true"}),
     Option("launcher", "--launcher", "sky: SkyPilot's clusters (default); local: sshd "
            "containers on this machine, a rehearsal of the fan-out (infra ssh/local, no "
            "accelerators)", {"choices": ("sky", "local")}),
@@ -218,8 +222,10 @@ COMMANDS: dict[str, Command] = {
     "data": Command("download CIFAR-10 once into the cache (md5-checked)", ("cache_dir", "url")),
     "base-image": Command("build the local Debian base image (debootstrap)", ()),
     "doctor": Command("what this host can run of the selected cells: engine, GPUs, driver, "
-                      "disk, data, registry and indexes (exit 1 when a check the cells need "
-                      "fails)", (*SELECTION, "synthetic", "data_dir", "locks"),
+                      "disk, data, registry and indexes; each Slurm target's preflight and "
+                      "SkyPilot's credential check for cloud targets (exit 1 when a check the "
+                      "cells need fails)", (*SELECTION, "synthetic", "data_dir", "locks",
+                                            "probe"),
                       helps={"synthetic": "the cells will run on synthetic data (no data set "
                                           "needed)"}),
     "demo": Command("two real stacks on this machine's CPU, then the report", ("reports_dir",),

@@ -40,22 +40,67 @@ from envbench.results.identity import DataIdentity
 from envbench.user_errors import BadInput, UserError
 
 
-def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
+@dataclass(frozen=True)
+class Selection:
+    """The asked cells by where they run: this machine's engine, a Slurm target's batch job
+    (./noxw -s slurm), a cloud target's VM (./noxw -s cloud). ``check`` and ``doctor`` judge
+    all three; ``bench`` runs the first."""
+
+    matrix: models.Matrix
+    here: list[cellmod.Cell]
+    slurm: list[cellmod.Cell]
+    cloud: list[cellmod.Cell]
+
+    @property
+    def every(self) -> list[cellmod.Cell]:
+        return self.here + self.slurm + self.cloud
+
+
+def select_cells(opts: Options) -> Selection:
+    """Every asked cell, split by where it runs. A cloud target named with --target runs
+    here: that is how the kit runs on the target's own VM. No cells at all is bad input."""
     m = models.load(opts.matrix_path)
     provision.index_environment()  # a bad ENVBENCH_INDEX_URL is bad input, said before all
     cells = cellmod.expand(m, list(opts.envs), list(opts.targets), opts.kind, opts.quick,
                            opts.matrix_dir, opts.profile)
-    # A cloud target runs on its own VM (./noxw -s cloud), where the kit names it with --target;
-    # a local run that did not ask for it leaves it alone.
-    cloud = sorted({c.target for c in cells if m.targets[c.target].cloud is not None
-                    and c.target not in opts.targets})
+    if not cells:
+        raise BadInput(_no_cells(m, opts))
+    cloud = [c for c in cells if m.targets[c.target].cloud is not None
+             and c.target not in opts.targets]
+    slurm = [c for c in cells if m.targets[c.target].slurm is not None]
+    here = [c for c in cells if c not in cloud and c not in slurm]
+    return Selection(m, here, slurm, cloud)
+
+
+def _no_cells(m: models.Matrix, opts: Options) -> str:
+    """Why nothing was selected, where the matrix can say: a CUDA target whose asked
+    environments are all CPU builds names them and the fix."""
+    said = "no cells match (kind=%s, env=%s, target=%s) in %s" % (
+        opts.kind or "any", ",".join(opts.envs) or "any", ",".join(opts.targets) or "any",
+        opts.matrix_path)
+    envs = [n for n in (opts.envs or tuple(m.environments)) if n in m.environments]
+    targets = [t for t in (opts.targets or tuple(m.targets)) if t in m.targets
+               and (opts.kind is None or m.targets[t].device == opts.kind)]
+    gpu = [t for t in targets if m.targets[t].device == "cuda"]
+    if envs and gpu and all(not m.environments[e].cuda for e in envs):
+        said += (": %s %s a GPU, and %s %s CPU build%s (no cuda:); give a stack a cuda: "
+                 "version (docs/stacks.md), or ask for a CPU target" % (
+                     ", ".join(gpu), "is" if len(gpu) == 1 else "are",
+                     ", ".join(envs), "is a" if len(envs) == 1 else "are",
+                     "" if len(envs) == 1 else "s"))
+    return said
+
+
+def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
+    """The cells this machine's engine runs: the Slurm and cloud targets' are left out, with a
+    line saying so; a Slurm target asked for by name is a mistake said before anything."""
+    selected = select_cells(opts)
+    m = selected.matrix
+    cloud = sorted({c.target for c in selected.cloud})
     if cloud:
         print("cloud targets %s run on their own VMs (./noxw -s cloud); left out here"
               % ", ".join(cloud))
-        cells = [c for c in cells if c.target not in cloud]
-    # A Slurm target's cells run as a batch job on its cluster (./noxw -s slurm), never in this
-    # machine's engine: asked for here, that is a mistake said before anything is built.
-    slurm = sorted({c.target for c in cells if m.targets[c.target].slurm is not None})
+    slurm = sorted({c.target for c in selected.slurm})
     asked = [t for t in slurm if t in opts.targets]
     if asked:
         raise BadInput("%s: a Slurm target, whose cells run as a batch job on its cluster: "
@@ -63,12 +108,12 @@ def plan_cells(opts: Options) -> tuple[models.Matrix, list[cellmod.Cell]]:
     if slurm:
         print("slurm targets %s run as batch jobs on their cluster (./noxw -s slurm); left out "
               "here" % ", ".join(slurm))
-        cells = [c for c in cells if c.target not in slurm]
-    if not cells:
-        raise BadInput("no cells match (kind=%s, env=%s, target=%s) in %s"
-                        % (opts.kind or "any", ",".join(opts.envs) or "any",
-                           ",".join(opts.targets) or "any", opts.matrix_path))
-    return m, cells
+    if not selected.here:
+        where = [w for w, on in (("Slurm targets (./noxw -s slurm runs them)", slurm),
+                                 ("cloud targets (./noxw -s cloud runs them)", cloud)) if on]
+        raise BadInput("none of the asked cells of %s runs in this machine's engine: they are "
+                       "on %s" % (opts.matrix_path, " and ".join(where)))
+    return m, selected.here
 
 
 def planned(m: models.Matrix, name: str, opts: Options, out: TextIO,

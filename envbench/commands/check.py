@@ -1,6 +1,7 @@
 """`envbench check`: every check a run would make before its first build, without building.
 
-The matrix's schema, then per environment what planning its image needs (${VAR}s set and
+Every asked cell, whether it runs in this engine, on a Slurm target or on a cloud VM. The
+matrix's schema, then per environment what planning its image needs (${VAR}s set and
 well-formed after expansion, the template and the wheelhouse present, a valid image name),
 and, where an engine answers, base images under --offline. Warnings, since the check may run
 elsewhere than the benchmark (a laptop for a GPU VM): a missing data set, and GPU targets on
@@ -32,10 +33,19 @@ def _engine() -> docker.DockerClient | None:
 
 def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> int:
     err = err or sys.stderr
-    m, cells = matrixrun.plan_cells(opts)
-    for cell in cells:
+    selected = matrixrun.select_cells(opts)
+    m, cells = selected.matrix, selected.every
+    for cell in selected.here:
         print(cell.label, file=out)
-    for name, target in m.targets.items():
+    for cell in selected.slurm:
+        block = m.targets[cell.target].slurm
+        assert block is not None
+        print("%s: a step of %s's batch job (partition %s, %s; ./noxw -s slurm)"
+              % (cell.label, cell.target, block.partition, block.runtime), file=out)
+    for cell in selected.cloud:
+        print("%s: on %s's own VM (./noxw -s cloud)" % (cell.label, cell.target), file=out)
+    for name in dict.fromkeys(c.target for c in cells):
+        target = m.targets[name]
         if target.cloud is not None:
             c = target.cloud
             print("cloud target %s: %s on %s%s, autostop %d min; ./noxw -s cloud -- --dry-run "
@@ -43,7 +53,7 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
                                                 c.infra or "any cloud",
                                                 " (spot)" if c.use_spot else "",
                                                 c.autostop_minutes), file=out)
-    matrixrun.print_resources(m, cells, Host.local(), out)
+    matrixrun.print_resources(m, selected.here, Host.local(), out)
     problems: list[str] = []
     warnings: list[str] = []
     plans: dict[str, Any] = {}
@@ -80,19 +90,29 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
                             "`./noxw -s data`, give --data DIR, or use --synthetic"
                             % (root, dataset.FOLDER))
     client = _engine()
-    gpu_targets = sorted({c.target for c in cells if m.targets[c.target].device == "cuda"})
-    if client is None:
+    # This engine runs the cells here and builds the Slurm targets' images (the login node's
+    # engine); a cloud target's VM builds its own.
+    built_here = {c.environment for c in selected.here + selected.slurm}
+    gpu_targets = sorted({c.target for c in selected.here
+                          if m.targets[c.target].device == "cuda"})
+    if client is None and built_here:
         warnings.append("no Docker engine answers here: base images and GPU support were "
                         "not checked")
-    else:
-        _engine_checks(client, plans, gpu_targets, opts.allow_pull, problems, warnings)
+    elif client is not None:
+        _engine_checks(client, {n: p for n, p in plans.items() if n in built_here},
+                       gpu_targets, opts.allow_pull, problems, warnings)
     for warning in warnings:
         print("warning: %s" % warning, file=err)
     if problems:
         print("error: %s cannot run:\n  %s" % (opts.matrix_path, "\n  ".join(problems)),
               file=err)
         return 2
-    print("%s: valid, %d cells" % (opts.matrix_path, len(cells)), file=out)
+    parts = [(len(selected.here), "in this engine"), (len(selected.slurm), "on Slurm"),
+             (len(selected.cloud), "on cloud VMs")]
+    split = ", ".join("%d %s" % part for part in parts if part[0])
+    print("%s: valid, %d cells%s" % (opts.matrix_path, len(cells),
+                                     " (%s)" % split if selected.slurm or selected.cloud
+                                     else ""), file=out)
     return 0
 
 

@@ -13,6 +13,7 @@ printed, else 0 (docs/running.md, "Exit codes").
 """
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -24,11 +25,13 @@ from typing import Any, TextIO
 from envbench import cache, download, enginereach, provision
 from envbench.cells import dataset, estimate, gpufit, matrixrun
 from envbench.cells.expansion import Cell
+from envbench.cloud import sky
 from envbench.command_options import Options
 from envbench.engine import connection, gpu
 from envbench.images import archs, bases, dockerfile, footprint
 from envbench.matrix import grammars, sources
 from envbench.matrix.models import Matrix
+from envbench.slurm import preflight
 from envbench.user_errors import UserError
 
 INDEX_FIX = ("set PYTORCH_INDEX_URL to a mirror of it, or give the stack a wheelhouse (a folder "
@@ -63,15 +66,18 @@ class Asked:
     """The cells the doctor judges the host against, and what they need."""
 
     matrix: Matrix
-    cells: list[Cell]
+    cells: list[Cell]      # those whose images this engine builds
     synthetic: bool
+    elsewhere: frozenset[str] = frozenset()  # targets whose cells run on a Slurm cluster
 
     @property
     def environments(self) -> list[str]:
         return list(dict.fromkeys(c.environment for c in self.cells))
 
     def on(self, device: str) -> list[Cell]:
-        return [c for c in self.cells if self.matrix.targets[c.target].device == device]
+        """The cells that run on this host's device of that kind."""
+        return [c for c in self.cells if self.matrix.targets[c.target].device == device
+                and c.target not in self.elsewhere]
 
     @property
     def reads_cifar(self) -> bool:
@@ -134,8 +140,10 @@ def _gpu_checks(client: Any, asked: Asked, tags: dict[str, str | None]
     m = asked.matrix
     gpu_cells = asked.on("cuda")
     if not gpu_cells:
-        return [Check(False, "GPUs: not checked; the asked cells all run on CPU targets",
-                      needed=False)], set()
+        on_slurm = any(m.targets[c.target].device == "cuda" for c in asked.cells)
+        return [Check(False, "GPUs: not checked; %s" % (
+            "the asked GPU cells run on Slurm targets (a node's GPU: --probe)" if on_slurm
+            else "the asked cells all run on CPU targets"), needed=False)], set()
     stacks = list(dict.fromkeys(c.environment for c in gpu_cells))
     targets = ", ".join(sorted({c.target for c in gpu_cells}))
     found = gpu.state(client, None)
@@ -282,16 +290,64 @@ def _disk(client: Any, m: Matrix, locks_dir: Path, to_build: list[str]) -> Check
         len(needs), found.free, footprint.describe(needs)), footprint.FREE_SPACE)
 
 
+def _slurm(m: Matrix, targets: list[str], probe: bool) -> list[Check]:
+    """Each Slurm target's preflight, as `./noxw -s slurm` makes it before submitting:
+    Slurm's commands, the partition, its GPUs, shared_dir; with --probe also the probe job."""
+    out = []
+    for name in targets:
+        block = m.targets[name].slurm
+        assert block is not None
+        checks = preflight.run(name, block, io.StringIO(), probe=probe)
+        # Each of the preflight's lines says what to change where it fails.
+        out += [Check(ok, "slurm target %s: %s" % (name, text)) for ok, text in checks.lines]
+        if checks.passed and not probe:
+            out.append(Check(False, "slurm target %s: a node's view (shared_dir there, %s, "
+                             "its GPU) not probed: --probe runs one short srun"
+                             % (name, block.runtime), needed=False))
+    return out
+
+
+def _cloud(m: Matrix, targets: list[str]) -> list[Check]:
+    """SkyPilot's credential check (`sky check`) against the clouds the targets name."""
+    try:
+        launcher = sky.SkyLauncher()
+        enabled = launcher.check(io.StringIO())
+    except UserError as exc:
+        return [Check(False, "cloud targets %s: %s" % (", ".join(targets), exc),
+                      "run `./noxw -s doctor` (it installs SkyPilot for a matrix with cloud "
+                      "targets) or `./noxw -s cloud -- --dry-run`")]
+    out = []
+    for name in targets:
+        block = m.targets[name].cloud
+        assert block is not None
+        wants = block.infra.split("/")[0] if block.infra else None
+        ok = wants in enabled if wants else bool(enabled)
+        out.append(Check(ok, "cloud target %s: %s %s enabled in SkyPilot (`sky check`: %s)" % (
+            name, wants or "a cloud", "is" if ok else "is not", ", ".join(sorted(enabled))
+            or "none enabled"), "install envbench[cloud-%s], set its credentials, then run "
+            "`sky check`" % (wants or "aws")))
+    return out
+
+
 def run(opts: Options, out: TextIO = sys.stdout) -> int:
-    m, cells = matrixrun.plan_cells(opts)
-    asked = Asked(m, cells, opts.synthetic)
+    selected = matrixrun.select_cells(opts)
+    m, cells = selected.matrix, selected.every
+    slurm_targets = list(dict.fromkeys(c.target for c in selected.slurm))
+    cloud_targets = list(dict.fromkeys(c.target for c in selected.cloud))
+    # The login node's engine builds the Slurm targets' images: it is judged for them too.
+    asked = Asked(m, selected.here + selected.slurm, opts.synthetic,
+                  frozenset(slurm_targets))
     chosen = [("%s %s" % (flag, ",".join(values))).strip() for flag, values in (
         ("--env", opts.envs), ("--target", opts.targets),
         ("--kind", (opts.kind,) if opts.kind else ()),
         ("--synthetic", ("",) if opts.synthetic else ())) if values]
     print("this host against %d cell(s) of %s%s" % (
         len(cells), opts.matrix_path, " (%s)" % ", ".join(chosen) if chosen else ""), file=out)
-    results = diagnose(asked, opts.data_dir, opts.locks_dir, opts.matrix_dir)
+    results = diagnose(asked, opts.data_dir, opts.locks_dir, opts.matrix_dir) \
+        if asked.cells else []
+    results += _slurm(m, slurm_targets, opts.probe)
+    if cloud_targets:
+        results += _cloud(m, cloud_targets)
     for check in results:
         print(check.line(), file=out)
     bad = sum(c.failed for c in results)

@@ -296,3 +296,37 @@ def test_print_writes_the_script_and_the_commands_and_submits_and_copies_nothing
     assert not (tmp_path / "shared" / "data").exists()
     assert not (tmp_path / "shared" / "images").exists()
     assert not list(reports.glob("results/*.json"))
+
+
+def test_check_and_doctor_judge_a_slurm_only_matrix_and_doctor_probes_only_when_asked(
+        e2e_env, base_tag, partition, tmp_path):
+    """The matrix a cluster user writes has Slurm targets only: check lists its cells and
+    validates its stacks, doctor runs the engine's checks and the preflight (the probe job
+    with --probe): both exit 0 where all holds. A partition that does not exist is ✘."""
+    matrix = _matrix(tmp_path, base_tag, partition)
+    proc = envbench(e2e_env, "check", "--matrix", matrix, "--synthetic")
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout
+    assert "slurm-a × cluster (repeat 1): a step of cluster's batch job (partition %s, "\
+        "podman; ./noxw -s slurm)" % partition in proc.stdout.splitlines()
+    assert proc.stdout.splitlines()[-1] == "%s: valid, 4 cells (4 on Slurm)" % matrix
+    before = slurm_cluster.jobs()
+    proc = envbench(e2e_env, "doctor", "--matrix", matrix, "--synthetic")
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout
+    assert "✔ slurm target cluster: partition %s is up" % partition in proc.stdout
+    assert "ℹ slurm target cluster: a node's view (shared_dir there, podman, its GPU) not " \
+        "probed: --probe runs one short srun" in proc.stdout
+    assert slurm_cluster.jobs() == before
+    proc = envbench(e2e_env, "doctor", "--matrix", matrix, "--synthetic", "--probe")
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout
+    assert re.search(r"^✔ slurm target cluster: shared_dir is seen from \S+$", proc.stdout,
+                     flags=re.M), proc.stdout
+    assert re.search(r"^✔ slurm target cluster: podman on \S+: podman version", proc.stdout,
+                     flags=re.M), proc.stdout
+    matrix = _matrix(tmp_path, base_tag, "no-such-partition")
+    proc = envbench(e2e_env, "doctor", "--matrix", matrix, "--synthetic")
+    assert proc.returncode == 1, proc.stdout
+    assert "✘ slurm target cluster: partition no-such-partition does not exist here" \
+        in proc.stdout and "Traceback" not in proc.stdout

@@ -193,7 +193,44 @@ def test_local_runs_leave_cloud_targets_to_their_vms_and_check_lists_them(tmp_pa
                            "--synthetic"], cwd=ROOT, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=300)
     assert "cloud target l4: L4:1 on paperspace (spot), autostop 30 min" in proc.stdout
-    assert "cloud targets a100, h100, l4 run on their own VMs (./noxw -s cloud)" in proc.stdout
+    assert re.search(r"^g × l4 × .*\(repeat 1\): on l4's own VM \(\./noxw -s cloud\)$",
+                     proc.stdout, flags=re.M), proc.stdout
+    # 12 cells a stack and target: a (a CPU build) on cpu, g on gpu and cpu here and on
+    # the 3 cloud targets.
+    assert proc.stdout.splitlines()[-1] == "%s: valid, 72 cells (36 in this engine, 36 on " \
+        "cloud VMs)" % path, proc.stdout
+
+
+def test_check_and_doctor_judge_a_cloud_only_matrix(sky_home, tmp_path):
+    """A matrix of cloud targets only: check validates and lists every cell (exit 0); doctor
+    runs SkyPilot's credential check and says which target's cloud is not enabled, and how
+    to enable it (exit 1: here no cloud has credentials)."""
+    path = tmp_path / "matrix.yaml"
+    path.write_text("\n".join(line for line in three().splitlines()
+                              if not line.startswith(("  gpu:", "  cpu:"))) + "\n")
+    env = dict(os.environ, HOME=str(sky_home))
+    check = subprocess.run([sys.executable, "-m", "envbench", "check", "--matrix", str(path),
+                            "--synthetic"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout
+    assert check.stdout.splitlines()[-1] == "%s: valid, 36 cells (36 on cloud VMs)" % path
+    try:
+        doctor = subprocess.run([sys.executable, "-m", "envbench", "doctor", "--matrix",
+                                 str(path), "--synthetic"], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                timeout=600)
+    finally:  # the API server SkyPilot started for this home
+        subprocess.run([sys.executable, "-c", "import sky; sky.api_stop()"], env=env,
+                       capture_output=True, timeout=120)
+    print(doctor.stdout)
+    assert doctor.returncode == 1 and "Traceback" not in doctor.stdout
+    lines = doctor.stdout.splitlines()
+    assert lines[0] == "this host against 36 cell(s) of %s (--synthetic)" % path
+    assert "✘ cloud target h100: lambda is not enabled in SkyPilot (`sky check`: none " \
+        "enabled)" in lines
+    assert "    fix: install envbench[cloud-aws], set its credentials, then run `sky check`" \
+        in lines
+    assert lines[-1] == "3 check(s), 3 to fix"
 
 
 def test_results_come_home_from_the_job_log_byte_for_byte(tmp_path):

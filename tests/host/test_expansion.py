@@ -199,3 +199,40 @@ def test_a_cells_resources_follow_the_matrixs_threads_and_its_parallel_mode():
     gpus = {mode: expansion.prepare(cells[("gpu", mode)], m.targets["gpu"], 16, SYNTHETIC,
                                     None).resources.gpus for mode in ("none", "ddp")}
     assert gpus == {"none": 1, "ddp": "all"}
+
+
+def test_a_gpu_target_without_a_cuda_stack_says_which_stacks_lack_a_cuda_build(tmp_path):
+    from envbench.cells import matrixrun
+    from envbench.command_options import Options
+
+    path = tmp_path / "matrix.yaml"
+    path.write_text('environments:\n  a: {python: "3.11", torch: "2.13.0"}\n'
+                    '  b: {python: "3.12", torch: "2.14.1"}\n'
+                    "targets:\n  h100: {device: cuda, gpus: all}\n"
+                    "  cpu: {device: cpu}\n")
+    with pytest.raises(UserError) as refused:
+        matrixrun.select_cells(Options(matrix_path=path, targets=("h100",)))
+    assert str(refused.value) == (
+        "no cells match (kind=any, env=any, target=h100) in %s: h100 is a GPU, and a, b are "
+        "CPU builds (no cuda:); give a stack a cuda: version (docs/stacks.md), or ask for a "
+        "CPU target" % path)
+    # Asked for a CPU target, the reason does not apply and is not given.
+    with pytest.raises(UserError, match=r"in \S+matrix.yaml$"):
+        matrixrun.select_cells(Options(matrix_path=path, targets=("cpu",), kind="cuda"))
+
+
+def test_a_run_here_of_a_slurm_only_matrix_says_where_its_cells_run(tmp_path):
+    from envbench.cells import matrixrun
+    from envbench.command_options import Options
+
+    path = tmp_path / "matrix.yaml"
+    path.write_text('environments:\n  a: {python: "3.11", torch: "2.13.0"}\n'
+                    "targets:\n  hpc:\n    device: cpu\n"
+                    "    slurm: {partition: batch, time: \"01:00:00\", runtime: podman, "
+                    "shared_dir: /shared/envbench}\n")
+    with pytest.raises(UserError) as refused:
+        matrixrun.plan_cells(Options(matrix_path=path))
+    assert str(refused.value) == (
+        "none of the asked cells of %s runs in this machine's engine: they are on Slurm "
+        "targets (./noxw -s slurm runs them)" % path)
+    assert len(matrixrun.select_cells(Options(matrix_path=path)).slurm) == 3
