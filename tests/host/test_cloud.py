@@ -201,6 +201,17 @@ def test_local_runs_leave_cloud_targets_to_their_vms_and_check_lists_them(tmp_pa
         "cloud VMs)" % path, proc.stdout
 
 
+def _with_skypilot(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """An envbench command that starts SkyPilot's local API server, which is stopped after."""
+    try:
+        return subprocess.run([sys.executable, "-m", "envbench", *args], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=600)
+    finally:  # the API server SkyPilot started for this home
+        subprocess.run([sys.executable, "-c", "import sky; sky.api_stop()"], env=env,
+                       capture_output=True, timeout=120)
+
+
 def test_check_and_doctor_judge_a_cloud_only_matrix(sky_home, tmp_path):
     """A matrix of cloud targets only: check validates and lists every cell (exit 0); doctor
     runs SkyPilot's credential check and says which target's cloud is not enabled, and how
@@ -214,14 +225,7 @@ def test_check_and_doctor_judge_a_cloud_only_matrix(sky_home, tmp_path):
                            stderr=subprocess.STDOUT, text=True, timeout=300)
     assert check.returncode == 0, check.stdout
     assert check.stdout.splitlines()[-1] == "%s: valid, 36 cells (36 on cloud VMs)" % path
-    try:
-        doctor = subprocess.run([sys.executable, "-m", "envbench", "doctor", "--matrix",
-                                 str(path), "--synthetic"], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                timeout=600)
-    finally:  # the API server SkyPilot started for this home
-        subprocess.run([sys.executable, "-c", "import sky; sky.api_stop()"], env=env,
-                       capture_output=True, timeout=120)
+    doctor = _with_skypilot(env, "doctor", "--matrix", str(path), "--synthetic")
     print(doctor.stdout)
     assert doctor.returncode == 1 and "Traceback" not in doctor.stdout
     lines = doctor.stdout.splitlines()
@@ -334,15 +338,8 @@ def test_with_skypilot_a_cluster_that_cannot_provision_is_recorded_with_its_reas
     reports = tmp_path / "reports"
     env = dict(os.environ, SKY_RUNTIME_DIR=str(sky_home), HOME=str(sky_home),
                SKYPILOT_DISABLE_USAGE_COLLECTION="1")
-    try:
-        proc = subprocess.run([sys.executable, "-m", "envbench", "cloud", "--matrix",
-                               str(matrix_path), "--target", "h100", "--synthetic",
-                               "--reports", str(reports)], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=600)
-    finally:  # the API server SkyPilot started for this home
-        subprocess.run([sys.executable, "-c", "import sky; sky.api_stop()"], env=env,
-                       capture_output=True, timeout=120)
+    proc = _with_skypilot(env, "cloud", "--matrix", str(matrix_path), "--target", "h100",
+                          "--synthetic", "--reports", str(reports))
     print(proc.stdout)
     assert proc.returncode == 1, proc.stdout
     assert "Traceback" not in proc.stdout
