@@ -17,6 +17,7 @@ import hashlib
 import json
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -221,14 +222,41 @@ def _host_free(text: str) -> str:
     return WHEEL_URL.sub(name, text)
 
 
+# uv's words for a package that a --no-index --find-links resolution cannot find.
+NOT_IN_WHEELHOUSE = re.compile(r"Because ([A-Za-z0-9_.\-]+) was not found in the provided "
+                               r"package locations")
+
+
+def not_in_wheelhouse(name: str, package: str, requirement: str, wheelhouse: Path,
+                      python: str) -> str:
+    """The sentence for a package the stack's wheelhouse lacks, with the two ways out."""
+    return ("environments.%s: %s is not in its wheelhouse %s, the stack's only source of "
+            "wheels (with a wheelhouse no index is asked). Either add it and its dependencies "
+            "there (`python3 -m pip download %s -d %s --python-version %s --only-binary "
+            ":all:`), or remove `wheelhouse:` so the stack resolves from an index (for torch's "
+            "CPU build: `index_url: https://download.pytorch.org/whl/cpu`)"
+            % (name, package, wheelhouse, shlex.quote(requirement), wheelhouse, python))
+
+
 def write(name: str, env: Environment, matrix_dir: Path, locks_dir: Path,
           pins: list[str] | None = None) -> Lock:
     """Resolve the environment and write its lock; with ``pins``, resolve those instead (a
     lock's own package==version list, to see what the index serves for them today)."""
     values = inputs(name, env, matrix_dir)
     wheelhouse = sources.wheelhouse(name, env, matrix_dir)
-    text = resolve(pins or values["requirements"], env.python, values["platform"],
-                   sources.index_url(name, env), wheelhouse)
+    try:
+        text = resolve(pins or values["requirements"], env.python, values["platform"],
+                       sources.index_url(name, env), wheelhouse)
+    except UserError as exc:
+        missing = NOT_IN_WHEELHOUSE.search(str(exc))
+        if wheelhouse is None or missing is None:
+            raise
+        package = missing.group(1)
+        asked = [r for r in (pins or values["requirements"])
+                 if re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].lower().replace("_", "-")
+                 == package.lower().replace("_", "-")]
+        raise UserError(not_in_wheelhouse(name, package, asked[0] if asked else package,
+                                          wheelhouse, env.python))
     text = _host_free(text)
     header = ("# envbench lock of environment %s: written by `./noxw -s lock`, do not edit.\n"
               "# Resolved with uv for Python %s on %s.\n" % (name, env.python,

@@ -183,6 +183,21 @@ def test_a_workloads_packages_are_locked_with_the_stack(tmp_path, wheelhouse):
         lock.write("x", env(wheelhouse, packages=("tomli==9.9",)), tmp_path, tmp_path / "locks")
 
 
+def test_a_package_its_wheelhouse_lacks_is_named_with_the_two_ways_out(tmp_path, wheelhouse):
+    """The demo's pip stack has a wheelhouse, and it is the one users copy: a package added to
+    it failed with uv's "not found in the provided package locations"."""
+    with pytest.raises(UserError) as refused:
+        lock.write("w", env(wheelhouse, packages=("transformers==5.23.0",)), tmp_path,
+                   tmp_path / "locks")
+    assert str(refused.value) == (
+        "environments.w: transformers is not in its wheelhouse %s, the stack's only source "
+        "of wheels (with a wheelhouse no index is asked). Either add it and its dependencies "
+        "there (`python3 -m pip download transformers==5.23.0 -d %s --python-version 3.11 "
+        "--only-binary :all:`), or remove `wheelhouse:` so the stack resolves from an index "
+        "(for torch's CPU build: `index_url: https://download.pytorch.org/whl/cpu`)"
+        % (wheelhouse, wheelhouse))
+
+
 # --- hostile lock files: a lock is a file anyone can change in a pull request
 
 def _hostile_lock(tmp_path: Path, wheelhouse: Path, entry: str) -> Path:
