@@ -14,6 +14,8 @@ Standard library only: `envbench.provision` (run before anything is installed) u
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import shutil
 import socket
@@ -48,10 +50,72 @@ class Reach:
         return "%s; fix: %s" % (self.sentence, self.fix) if self.fix else self.sentence
 
 
+def _docker_config_dir() -> Path:
+    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+
+
+def current_context() -> str | None:
+    """The Docker CLI's current context, as the CLI and the Docker SDK (7.2) choose it:
+    DOCKER_CONTEXT, else config.json's currentContext; None for the built-in default."""
+    name = os.environ.get("DOCKER_CONTEXT")
+    if not name:
+        try:
+            with open(_docker_config_dir() / "config.json", encoding="utf-8") as f:
+                name = json.load(f).get("currentContext")
+        except (OSError, ValueError, AttributeError):
+            name = None
+    return name if isinstance(name, str) and name and name != "default" else None
+
+
+def context_host(name: str) -> str | None:
+    """The docker endpoint of a context (rootless Docker and Docker Desktop each make one):
+    contexts/meta/<sha256 of its name>/meta.json; None where it is not there."""
+    meta = (_docker_config_dir() / "contexts" / "meta"
+            / hashlib.sha256(name.encode("utf-8")).hexdigest() / "meta.json")
+    try:
+        with open(meta, encoding="utf-8") as f:
+            host = json.load(f)["Endpoints"]["docker"]["Host"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return host if isinstance(host, str) and host else None
+
+
+def context_tls(name: str) -> dict[str, object] | None:
+    """A context's TLS material (contexts/tls/<id>/docker/{ca,cert,key}.pem) and whether it
+    skips verification; None where it has none (a unix socket's context)."""
+    context_id = hashlib.sha256(name.encode("utf-8")).hexdigest()
+    folder = _docker_config_dir() / "contexts" / "tls" / context_id / "docker"
+    found = {part: str(folder / ("%s.pem" % part)) for part in ("ca", "cert", "key")
+             if (folder / ("%s.pem" % part)).is_file()}
+    if not found:
+        return None
+    try:
+        with open(_docker_config_dir() / "contexts" / "meta" / context_id / "meta.json",
+                  encoding="utf-8") as f:
+            skip = bool(json.load(f)["Endpoints"]["docker"].get("SkipTLSVerify"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        skip = False
+    return dict(found, verify=not skip)
+
+
+def engine_host() -> tuple[str, str]:
+    """The engine the `docker` CLI would use, and what named it: DOCKER_HOST, then the
+    current context's endpoint, then this machine's default socket ("" and "")."""
+    named = os.environ.get("DOCKER_HOST", "")
+    if named:
+        return named, "DOCKER_HOST=%s" % named
+    context = current_context()
+    host = context_host(context) if context else None
+    if context and host:
+        return host, "the Docker context %s (%s)" % (context, host)
+    return "", ""
+
+
 def socket_path() -> Path | None:
-    """The engine's local socket: DOCKER_HOST's unix:// path, else the default; None when
-    DOCKER_HOST names a remote engine (tcp://, ssh://), which only a connection can test."""
-    host = os.environ.get("DOCKER_HOST", "")
+    """The engine's local socket: that of DOCKER_HOST or the current context when it is a
+    unix:// one, else the default; None for a remote engine (tcp://, ssh://), which only a
+    connection can test."""
+    host, _ = engine_host()
     if host.startswith("unix://"):
         return Path(host[len("unix://"):])
     return None if host else DEFAULT_SOCKET
@@ -136,20 +200,23 @@ def can_run_dockerd() -> bool:
 def diagnose() -> Reach:
     """Why no engine answers this user (call it after a failed ping)."""
     path = socket_path()
+    _, named_by = engine_host()
+    undo = ("unset DOCKER_HOST" if os.environ.get("DOCKER_HOST") else
+            "`docker context use default`")
     if path is None:
-        return Reach("silent", "DOCKER_HOST=%s does not answer" % os.environ["DOCKER_HOST"],
-                     "check that engine, or unset DOCKER_HOST to use this machine's")
+        return Reach("silent", "%s does not answer" % named_by,
+                     "check that engine, or %s to use this machine's" % undo)
     code = probe_socket(path)
     if code == errno.EACCES:
         return Reach("denied", "this user cannot reach the Docker engine at %s (permission "
                      "denied: the socket belongs to group %s)" % (path, _group_of(path)),
                      GROUP_FIX)
     pids = dockerd_pids()
-    if code != 0 and os.environ.get("DOCKER_HOST"):
-        return Reach("silent", "DOCKER_HOST=%s: no engine listens there%s" % (
-            os.environ["DOCKER_HOST"], " (a dockerd runs here, pid %s, at its own socket)"
+    if code != 0 and named_by:
+        return Reach("silent", "%s: no engine listens there%s" % (
+            named_by, " (a dockerd runs here, pid %s, at its own socket)"
             % ", ".join(map(str, pids)) if pids else ""),
-            "unset DOCKER_HOST to use this machine's engine, or point it at a running one")
+            "%s to use this machine's engine, or point it at a running one" % undo)
     evidence = []
     if code == 0:
         evidence.append("its socket %s accepts connections" % path)

@@ -150,8 +150,13 @@ def _engine_answers() -> bool:
             return enginereach.ping(path, ANSWER_TIMEOUT_S)
         return shutil.which("docker") is not None and subprocess.run(
             ["docker", "info"], capture_output=True, timeout=30).returncode == 0
+    host, _ = enginereach.engine_host()
     try:
-        docker.from_env(timeout=ANSWER_TIMEOUT_S).ping()
+        # The engine the docker CLI would use: a rootless or Desktop context's socket counts.
+        engine = docker.DockerClient(base_url=host, timeout=ANSWER_TIMEOUT_S) \
+            if host and not os.environ.get("DOCKER_HOST") else \
+            docker.from_env(timeout=ANSWER_TIMEOUT_S)
+        engine.ping()
         return True
     except Exception:  # noqa: BLE001 - any failure to reach it means "not yet"
         return False

@@ -6,6 +6,7 @@ drops because dockerd stopped) is an expected failure of one image or one cell: 
 """
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
@@ -13,6 +14,7 @@ import docker
 import requests
 from docker.errors import DockerException
 from docker.models.images import Image
+from docker.tls import TLSConfig
 
 from envbench import enginereach
 from envbench.user_errors import UserError
@@ -39,14 +41,33 @@ PING_TIMEOUT_S = 30
 CALL_TIMEOUT_S = 600
 
 
+def client(timeout: int) -> docker.DockerClient:
+    """A client of the engine the `docker` CLI would use (envbench.enginereach.engine_host):
+    DOCKER_HOST (with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH), else the current context's
+    endpoint and TLS material, else this machine's socket. The SDK's own context lookup is
+    not used: it misses a context whose config folder has no config.json."""
+    host, _ = enginereach.engine_host()
+    if os.environ.get("DOCKER_HOST") or not host:
+        return docker.from_env(timeout=timeout, use_context=False)
+    context = enginereach.current_context()
+    found = enginereach.context_tls(context) if context else None
+    tls: TLSConfig | None = None
+    if found is not None:
+        cert = (str(found["cert"]), str(found["key"])) if "cert" in found and "key" in found \
+            else None
+        tls = TLSConfig(client_cert=cert, ca_cert=str(found["ca"]) if "ca" in found else None,
+                        verify=bool(found["verify"]))
+    return docker.DockerClient(base_url=host, timeout=timeout, tls=tls or False)
+
+
 def connect() -> docker.DockerClient:
     try:
-        client = docker.from_env(timeout=PING_TIMEOUT_S)
-        client.ping()
+        client_ = client(PING_TIMEOUT_S)
+        client_.ping()
     except ENGINE_ERRORS:
         raise UserError(unreachable())
-    client.api.timeout = CALL_TIMEOUT_S
-    return client
+    client_.api.timeout = CALL_TIMEOUT_S
+    return client_
 
 
 def unreachable() -> str:

@@ -159,3 +159,17 @@ def test_the_readme_shows_the_shipped_matrix():
     assert yaml.safe_load(block.group(2)) == yaml.safe_load(
         (ROOT / "matrix.yaml").read_text(encoding="utf-8"))
 
+
+
+def test_the_environment_page_lists_every_variable_the_kit_reads_and_no_other():
+    """docs/environment.md against the code: each ENVBENCH_ variable and each of Docker's
+    that the kit names (and PYTORCH_INDEX_URL, which the shipped matrix reads)."""
+    sources = [ROOT / "noxw", ROOT / "noxfile.py", ROOT / "matrix.yaml",
+               *sorted((ROOT / "envbench").rglob("*.py")), *sorted((ROOT / "bench").rglob("*.py")),
+               *sorted((ROOT / "tools").glob("*.py"))]
+    pattern = re.compile(r"\b(ENVBENCH_[A-Z_]+|DOCKER_(?:HOST|CONTEXT|CONFIG|TLS_VERIFY|"
+                         r"CERT_PATH)|PYTORCH_INDEX_URL)\b")
+    read = {name for path in sources for name in pattern.findall(path.read_text("utf-8"))}
+    page = set(pattern.findall((ROOT / "docs" / "environment.md").read_text("utf-8")))
+    assert read - page == set(), "read by the kit, missing from docs/environment.md"
+    assert page - read == set(), "on docs/environment.md, read nowhere"

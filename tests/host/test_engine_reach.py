@@ -107,3 +107,95 @@ def test_bench_reaches_for_the_engine_before_any_download(tmp_path, monkeypatch)
                                   % (tmp_path / "none.sock")), proc.stderr
     assert "cifar" not in (proc.stdout + proc.stderr).lower()
     assert not (tmp_path / "cache" / "cifar10").exists() and "Traceback" not in proc.stderr
+
+
+def _docker_cli(config: Path, *args: str) -> None:
+    import shutil
+    import subprocess
+
+    docker = shutil.which("docker")
+    assert docker, "the docker CLI (installed with the engine) makes the contexts here"
+    subprocess.run([docker, *args], env={"DOCKER_CONFIG": str(config), "PATH": "/usr/bin:/bin"},
+                   check=True, capture_output=True, timeout=60)
+
+
+def test_the_current_docker_context_names_the_engine_when_docker_host_is_unset(tmp_path,
+                                                                              monkeypatch):
+    """Rootless Docker and Docker Desktop point the CLI at their engine with a context, not
+    DOCKER_HOST: the kit asks the engine the CLI would, and says so when it is down. The
+    context is made by the real docker CLI, in a config folder of the test's own."""
+    config = tmp_path / "docker-config"
+    stale = tmp_path / "rootless.sock"
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(stale))
+    dead.close()
+    _docker_cli(config, "context", "create", "rootless", "--docker", "host=unix://%s" % stale)
+    _docker_cli(config, "context", "use", "rootless")
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    assert enginereach.engine_host() == ("unix://%s" % stale, "the Docker context rootless "
+                                         "(unix://%s)" % stale)
+    assert enginereach.socket_path() == stale
+    monkeypatch.setattr(connection, "PING_TIMEOUT_S", 2)
+    with pytest.raises(UserError) as refused:
+        connection.connect()
+    assert str(refused.value).startswith(
+        "the Docker context rootless (unix://%s): no engine listens there" % stale)
+    assert "fix: `docker context use default` to use this machine's engine" \
+        in str(refused.value)
+    # DOCKER_CONTEXT names another context, as for the CLI; "default" is the machine's own.
+    monkeypatch.setenv("DOCKER_CONTEXT", "default")
+    assert enginereach.engine_host() == ("", "")
+    assert enginereach.socket_path() == enginereach.DEFAULT_SOCKET
+    # DOCKER_HOST comes first.
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
+    monkeypatch.setenv("DOCKER_CONTEXT", "rootless")
+    assert enginereach.engine_host()[0] == "tcp://127.0.0.1:9"
+
+
+def test_an_engine_at_the_contexts_socket_is_the_one_connected_to(tmp_path, monkeypatch):
+    """An engine's API at the context's socket (the two calls a connection makes: the API
+    version, then a ping) is the one the kit connects to, though nothing else names it."""
+    import http.server
+    import socketserver
+
+    asked: list[str] = []
+
+    class Engine(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = b'{"ApiVersion": "1.41", "Version": "20.10.24"}' if "version" in self.path \
+                else b"OK"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json" if body != b"OK"
+                             else "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+        def get_request(self):  # BaseHTTPRequestHandler wants a (host, port) address
+            request, _ = super().get_request()
+            return request, ("local", 0)
+
+    path = tmp_path / "desktop.sock"
+    server = Server(str(path), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = tmp_path / "docker-config"
+        _docker_cli(config, "context", "create", "desktop-linux", "--docker",
+                    "host=unix://%s" % path)
+        monkeypatch.delenv("DOCKER_HOST", raising=False)
+        monkeypatch.setenv("DOCKER_CONFIG", str(config))
+        monkeypatch.setenv("DOCKER_CONTEXT", "desktop-linux")
+        connection.connect()
+        assert any(p.endswith("/_ping") for p in asked), asked
+    finally:
+        server.shutdown()
+        server.server_close()
