@@ -1,8 +1,12 @@
 """The Debian base images the kit builds on: the engine's, a pulled one, or one built locally
 (debootstrap -> docker import) for hosts without a registry; and that base with Python.
 
-The mirror is the one this host's apt already uses, so the image is built from wherever the
-host is allowed to fetch packages.
+The release is the stacks' (Debian's torch 1.13 is bookworm's, and a pip stack's Python picks
+the release that has it), never the host's: an Ubuntu 24.04 host asked for `debian:noble-slim`
+and debootstrapped "noble", and neither exists. Debian is debootstrapped from Debian's
+archive on any host, checked with Debian's keyring (Ubuntu ships it as debian-archive-keyring):
+the mirror is the one this host's apt uses where it is a Debian one, so the image is built
+from wherever the host is allowed to fetch packages, else Debian's own.
 """
 from __future__ import annotations
 
@@ -22,15 +26,11 @@ from envbench.engine.connection import image_or_none
 from envbench.user_errors import UserError
 
 REPOSITORY = "envbench/debian"
-
-
-def host_codename() -> str:
-    try:
-        text = Path("/etc/os-release").read_text()
-    except OSError:
-        return "bookworm"
-    match = re.search(r"^VERSION_CODENAME=(\w+)", text, re.M)
-    return match.group(1) if match else "bookworm"
+# The demo's release, and the default base's: Debian's python3-torch 1.13 is bookworm's.
+KIT_RELEASE = "bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+SCRIPTS = Path("/usr/share/debootstrap/scripts")
 
 
 def host_mirror() -> str | None:
@@ -54,6 +54,20 @@ def tag_for(codename: str) -> str:
     return "%s:%s" % (REPOSITORY, codename)
 
 
+def debootstrap_command(release: str, rootfs: Path, mirror: str | None,
+                        scripts: Path = SCRIPTS, keyring: Path = DEBIAN_KEYRING) -> list[str]:
+    """debootstrap of a Debian release on any host: Debian's keyring named (an Ubuntu host's
+    debootstrap defaults to Ubuntu's), and where this debootstrap is older than the release
+    (Ubuntu 22.04's has no trixie script) the sid script, which makes every current release."""
+    command = ["debootstrap", "--variant=minbase"]
+    if keyring.is_file():
+        command.append("--keyring=%s" % keyring)
+    command += [release, str(rootfs), mirror or DEBIAN_MIRROR]
+    if not (scripts / release).exists() and (scripts / "sid").exists():
+        command.append(str(scripts / "sid"))
+    return command
+
+
 def ensure(client: docker.DockerClient, codename: str | None = None,
            out: TextIO = sys.stdout, as_root: list[str] | None = None) -> str:
     """Build envbench/debian:<codename> unless the engine has it; return the tag.
@@ -62,21 +76,18 @@ def ensure(client: docker.DockerClient, codename: str | None = None,
     removing it): [] when this process is root, e.g. ["sudo", "-n"] otherwise.
     """
     as_root = as_root or []
-    codename = codename or host_codename()
+    codename = codename or KIT_RELEASE
     tag = tag_for(codename)
     if image_or_none(client, tag) is not None:
         print("%s exists, not rebuilt" % tag, file=out, flush=True)
         return tag
     if shutil.which("debootstrap") is None:
-        raise UserError("debootstrap is not installed (apt-get install debootstrap); it builds "
-                        "the local base image %s" % tag)
+        raise UserError("debootstrap is not installed (apt-get install debootstrap "
+                        "debian-archive-keyring); it builds the local base image %s" % tag)
     tmp = Path(tempfile.mkdtemp(prefix="envbench-rootfs-"))
     try:
         rootfs = tmp / "rootfs"
-        command = ["debootstrap", "--variant=minbase", codename, str(rootfs)]
-        mirror = host_mirror()
-        if mirror:
-            command.append(mirror)
+        command = debootstrap_command(codename, rootfs, host_mirror())
         print("building %s: %s" % (tag, " ".join(command)), file=out, flush=True)
         proc = subprocess.run(as_root + command, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
@@ -100,10 +111,10 @@ def ensure(client: docker.DockerClient, codename: str | None = None,
     return tag
 
 
-def ensure_base(client: Any, out: TextIO = sys.stdout) -> str:
-    """A Debian base image of this host's release: the engine's, a pulled one, or one built
-    with debootstrap (the registry may be out of reach, the package mirror is not)."""
-    codename = host_codename()
+def ensure_base(client: Any, out: TextIO = sys.stdout, codename: str = KIT_RELEASE) -> str:
+    """A Debian base image of the release asked (the demo's: bookworm), whatever the host
+    runs: the engine's, a pulled one, or one built with debootstrap (the registry may be out
+    of reach, the package mirror is not)."""
     local = tag_for(codename)
     if connection.image_or_none(client, local) is not None:
         return local
@@ -121,8 +132,8 @@ def ensure_base(client: Any, out: TextIO = sys.stdout) -> str:
     if prefix is None:
         raise UserError("no base image: the registry does not answer and debootstrap needs "
                         "root. Run: sudo %s -m envbench base-image" % sys.executable)
-    if shutil.which("debootstrap") is None:
-        provision.apt_install(["debootstrap"], out)
+    if shutil.which("debootstrap") is None or not DEBIAN_KEYRING.is_file():
+        provision.apt_install(["debootstrap", "debian-archive-keyring"], out)
     return ensure(client, codename, out, prefix)
 
 

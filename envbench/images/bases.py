@@ -142,8 +142,8 @@ class Chooser:
                 raise UserError("no base image: no registry answers and debootstrap needs "
                                 "root. Run: sudo %s -m envbench base-image, or load %s into "
                                 "this engine" % (sys.executable, kit))
-            if shutil.which("debootstrap") is None:
-                provision.apt_install(["debootstrap"], self.out)
+            if shutil.which("debootstrap") is None or not baseimage.DEBIAN_KEYRING.is_file():
+                provision.apt_install(["debootstrap", "debian-archive-keyring"], self.out)
             baseimage.ensure(self.client, release, self.out, prefix)
         if kit != debian:
             baseimage.ensure_python_base(self.client, debian, self.out)

@@ -67,7 +67,10 @@ def checkout(tmp_path_factory) -> Path:
                            capture_output=True, text=True, check=True).stdout.split("\0")
     for name in filter(None, files):
         source = ROOT / name
-        if source.is_file():
+        if source.is_symlink():  # as a clone has it (envbench/images/templates is one)
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(source), folder / name)
+        elif source.is_file():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, folder / name)
     cache = folder.parent / "cache"
@@ -77,13 +80,20 @@ def checkout(tmp_path_factory) -> Path:
 
 
 def _run(client, image: str, checkout: Path, script: str, socket: bool, group: bool,
-         timeout: int = 900, index: bool = True,
-         cache: Path | None = None) -> tuple[int, str, float]:
+         timeout: int = 900, index: bool = True, cache: Path | None = None,
+         at_host_paths: bool = False) -> tuple[int, str, float]:
     """``index``: name the host's package index in ENVBENCH_INDEX_URL, as the cloud fan-out
-    does for its VMs. ``cache``: the VM's ~/.cache (default: the one the module shares)."""
+    does for its VMs. ``cache``: the VM's ~/.cache (default: the one the module shares).
+    ``at_host_paths``: the checkout and the cache (ENVBENCH_CACHE) at the paths they have
+    here, so that the folders a cell's container mounts from the VM are the host engine's
+    too (on a real VM the engine and the kit share one file system)."""
+    cache = cache or checkout.parent / "cache"
+    inside = (checkout, cache) if at_host_paths else \
+        (Path("/home/%s/envbench" % USER), Path("/home/%s/.cache" % USER))
     command = ["docker", "run", "--rm", "--network", "bridge",
-               "-v", "%s:/home/%s/envbench" % (checkout, USER),
-               "-v", "%s:/home/%s/.cache" % (cache or checkout.parent / "cache", USER)]
+               "-v", "%s:%s" % (checkout, inside[0]), "-v", "%s:%s" % (cache, inside[1])]
+    if at_host_paths:
+        command += ["-e", "ENVBENCH_CACHE=%s" % (inside[1] / "envbench")]
     if socket:
         command += ["-v", "/var/run/docker.sock:/var/run/docker.sock"]
     if group:
@@ -97,7 +107,7 @@ def _run(client, image: str, checkout: Path, script: str, socket: bool, group: b
     if index and url:
         command += ["-e", "ENVBENCH_INDEX_URL=%s" % url]
     started = time.monotonic()
-    proc = subprocess.run(command + [image, "sh", "-c", "cd envbench && " + script],
+    proc = subprocess.run(command + [image, "sh", "-c", "cd %s && %s" % (inside[0], script)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout)
     return proc.returncode, proc.stdout, time.monotonic() - started
