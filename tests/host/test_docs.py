@@ -173,3 +173,15 @@ def test_the_environment_page_lists_every_variable_the_kit_reads_and_no_other():
     page = set(pattern.findall((ROOT / "docs" / "environment.md").read_text("utf-8")))
     assert read - page == set(), "read by the kit, missing from docs/environment.md"
     assert page - read == set(), "on docs/environment.md, read nowhere"
+
+
+def test_running_lists_every_session_once_in_its_table():
+    """The sessions' table is written once (docs/running.md; the README's first commands and
+    the generated CLI reference point at it): every nox session has its row, and no row names
+    one that is gone."""
+    text = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    cells = [row.split("|")[1] for row in text.splitlines() if row.startswith("| `./noxw -s ")]
+    listed = {name for cell in cells
+              for name in re.findall(r"`(?:\./noxw -s )?([a-z-]+)", cell)}
+    assert listed == set(_sessions()), (sorted(set(_sessions()) - listed),
+                                        sorted(listed - set(_sessions())))
