@@ -10,48 +10,14 @@ import sys
 import time
 import traceback
 
-from bench import errors, result, tracefile
+from bench import errors, interrupts, result, tracefile
 from bench.errors import Terminated
 from bench.fingerprint import bench_sha256
 from bench.options import parse_config
 
-
-class _SigtermGuard(object):
-    """Raise Terminated on SIGTERM, except while an extension module loads.
-
-    An exception raised from a signal handler in the middle of ``import torch`` (while
-    torch._C initialises) leaves the interpreter broken: the next call fails with
-    "SystemError: bad call flags" and the process segfaults. So during the import the
-    signal is only noted, and Terminated is raised as soon as the import is over.
-    """
-
-    def __init__(self):
-        self.deferring = False
-        self.pending = False
-
-    def __call__(self, signum, frame):
-        if self.deferring:
-            self.pending = True
-            return
-        raise Terminated()
-
-    def deferred(self):
-        guard = self
-
-        class _Deferred(object):
-            def __enter__(self):
-                guard.deferring = True
-
-            def __exit__(self, *exc_info):
-                guard.deferring = False
-                if guard.pending and exc_info[0] is None:
-                    raise Terminated()
-                return False
-
-        return _Deferred()
-
-
-_on_sigterm = _SigtermGuard()
+# The guard lives in bench.interrupts: the training loop asks it at every step.
+_SigtermGuard = interrupts.SigtermGuard
+_on_sigterm = interrupts.SIGTERM
 
 
 def main(argv=None):

@@ -18,6 +18,7 @@ from time import perf_counter
 
 import torch
 
+from bench import interrupts
 from bench.batches import rows
 from bench.common import first_line
 
@@ -129,6 +130,7 @@ def window(step, batches, device, trace_file, group=1, adapt=True):
     warmup, steps = _counts(group)
     started = perf_counter()
     for index in range(warmup):
+        interrupts.check()
         step(*next(batches), index)
     if cuda:
         torch.cuda.synchronize(device)
@@ -142,6 +144,7 @@ def window(step, batches, device, trace_file, group=1, adapt=True):
     with torch.profiler.profile(activities=activities) as prof:
         started = perf_counter()
         for index in range(steps):
+            interrupts.check()
             inputs, targets = next(batches)
             step(inputs, targets, warmup + index)
             samples += rows(inputs)

@@ -17,6 +17,7 @@ from bench import (
     batches,
     compat,
     fingerprint,
+    interrupts,
     memory,
     parallel,
     probe,
@@ -93,6 +94,7 @@ def evaluate(model, pipeline, device, autocast, channels_last, workload, non_blo
     judged = True
     with torch.no_grad():
         for inputs, targets in pipeline.test_batches():
+            interrupts.check()
             inputs = batches.move(inputs, device, non_blocking)
             targets = batches.move(targets, device, non_blocking)
             if channels_last:
@@ -143,8 +145,10 @@ def train(config, record, world, store_path=None):
     build(run, record)
     run.micro_step = train_step(run)
     for epoch in range(config["epochs"]):
+        interrupts.check()
         train_epoch(run, record, epoch)
     for measure in AFTER_RUN:
+        interrupts.check()
         measure(run, record)
     parallel.barrier(world)  # the others wait for rank 0's test pass before leaving
     parallel.finish(world, run.model, run.wrapped)
@@ -291,6 +295,7 @@ def train_epoch(run, record, epoch):
     # A rank whose shard ran out early keeps answering the others' gradient all-reduces.
     with (run.wrapped.join() if world.distributed else contextlib.nullcontext()):
         for inputs, targets in run.pipeline.train_batches(epoch):
+            interrupts.check()  # a SIGTERM whose raise was swallowed ends the run here
             clock.mark("data")
             sync, dtype = micro_step(inputs, targets, steps, clock, loss_sum)
             if forward_dtype is None and dtype is not None:

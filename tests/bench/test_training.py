@@ -287,6 +287,52 @@ def test_a_sigterm_during_a_deferred_section_ends_the_run_after_it():
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_a_sigterm_whose_raise_is_swallowed_is_raised_again_at_the_next_step(monkeypatch):
+    """Some places swallow what a signal handler raises: code that C calls back into (a
+    __del__ here; CI saw one in collections.abc while torch was busy) prints "Exception
+    ignored in ..." and goes on, and the run trained on for 120 s after SIGTERM. The guard
+    remembers the signal, and the training loop's check at every step raises it again."""
+    import os
+    import signal
+    import sys
+    import time
+
+    import pytest
+
+    from bench import interrupts
+    from bench.errors import Terminated
+
+    swallowed = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: swallowed.append(info.exc_type))
+
+    class Swallows:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler runs here, and its raise is ignored
+
+    guard = interrupts.SigtermGuard()
+    previous = signal.signal(signal.SIGTERM, guard)
+    try:
+        Swallows()  # collected at once: __del__ runs, and nothing reaches this frame
+        assert swallowed == [Terminated]  # "Exception ignored in ...": the run would go on
+        with pytest.raises(Terminated):
+            guard.check()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_the_training_loop_asks_the_guard_at_every_step():
+    """Where the check sits: the train and test batches' loops, each epoch, each profiled
+    step (read from the source: a check removed from the loop is a SIGTERM lost again)."""
+    import inspect
+
+    from bench import profiling, train
+
+    for loop in (train.train_epoch, train.train, train.evaluate):
+        assert "interrupts.check()" in inspect.getsource(loop), loop.__name__
+    assert inspect.getsource(profiling.window).count("interrupts.check()") == 2
+
+
 def test_a_sigterm_inside_code_that_catches_exception_still_ends_the_run(monkeypatch):
     """The fingerprint reads torch's build configuration under ``except Exception`` (an odd
     build goes on without it); a SIGTERM landing there must still end the run, not be taken
