@@ -16,7 +16,6 @@ from bench.fingerprint import bench_sha256
 from bench.options import parse_config
 
 # The guard lives in bench.interrupts: the training loop asks it at every step.
-_SigtermGuard = interrupts.SigtermGuard
 _on_sigterm = interrupts.SIGTERM
 
 

@@ -267,10 +267,10 @@ def test_a_sigterm_during_a_deferred_section_ends_the_run_after_it():
 
     import pytest
 
-    from bench import cli
+    from bench import interrupts
     from bench.errors import Terminated
 
-    guard = cli._SigtermGuard()
+    guard = interrupts.SigtermGuard()
     previous = signal.signal(signal.SIGTERM, guard)
     try:
         finished = []
@@ -344,7 +344,7 @@ def test_a_sigterm_inside_code_that_catches_exception_still_ends_the_run(monkeyp
     import pytest
     import torch
 
-    from bench import cli, fingerprint
+    from bench import fingerprint, interrupts
     from bench.errors import Terminated
 
     def show_while_stopped():
@@ -353,7 +353,7 @@ def test_a_sigterm_inside_code_that_catches_exception_still_ends_the_run(monkeyp
         return ""
 
     monkeypatch.setattr(torch.__config__, "show", show_while_stopped)
-    previous = signal.signal(signal.SIGTERM, cli._SigtermGuard())
+    previous = signal.signal(signal.SIGTERM, interrupts.SigtermGuard())
     try:
         with pytest.raises(Terminated):
             fingerprint.math_libraries(torch)

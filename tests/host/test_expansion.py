@@ -5,7 +5,8 @@ import pytest
 from test_matrix import GOOD
 
 from bench import result
-from envbench.cells import expansion
+from envbench.cells import expansion, matrixrun
+from envbench.command_options import Options
 from envbench.matrix import models
 from envbench.results.identity import SYNTHETIC, DataIdentity
 from envbench.user_errors import UserError
@@ -201,12 +202,14 @@ def test_a_cells_resources_follow_the_matrixs_threads_and_its_parallel_mode():
     assert gpus == {"none": 1, "ddp": "all"}
 
 
-def test_a_gpu_target_without_a_cuda_stack_says_which_stacks_lack_a_cuda_build(tmp_path):
-    from envbench.cells import matrixrun
-    from envbench.command_options import Options
-
+def _written(tmp_path, text: str):
     path = tmp_path / "matrix.yaml"
-    path.write_text('environments:\n  a: {python: "3.11", torch: "2.13.0"}\n'
+    path.write_text(text)
+    return path
+
+
+def test_a_gpu_target_without_a_cuda_stack_says_which_stacks_lack_a_cuda_build(tmp_path):
+    path = _written(tmp_path, 'environments:\n  a: {python: "3.11", torch: "2.13.0"}\n'
                     '  b: {python: "3.12", torch: "2.14.1"}\n'
                     "targets:\n  h100: {device: cuda, gpus: all}\n"
                     "  cpu: {device: cpu}\n")
@@ -222,11 +225,7 @@ def test_a_gpu_target_without_a_cuda_stack_says_which_stacks_lack_a_cuda_build(t
 
 
 def test_a_run_here_of_a_slurm_only_matrix_says_where_its_cells_run(tmp_path):
-    from envbench.cells import matrixrun
-    from envbench.command_options import Options
-
-    path = tmp_path / "matrix.yaml"
-    path.write_text('environments:\n  a: {python: "3.11", torch: "2.13.0"}\n'
+    path = _written(tmp_path, 'environments:\n  a: {python: "3.11", torch: "2.13.0"}\n'
                     "targets:\n  hpc:\n    device: cpu\n"
                     "    slurm: {partition: batch, time: \"01:00:00\", runtime: podman, "
                     "shared_dir: /shared/envbench}\n")
