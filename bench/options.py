@@ -18,6 +18,8 @@ PARALLEL = ("none", "dp", "ddp")
 WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 FUNCTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
 SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+# A read-only input of a user's workload: the name build() reads it under (ctx.inputs[NAME]).
+INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,62}\Z")
 ON_OFF = ("on", "off")
 
 
@@ -54,6 +56,19 @@ def _matching(pattern: "re.Pattern[str]", what: str):
     return check
 
 
+def _named(value_pattern: "re.Pattern[str] | None", what: str):
+    """NAME=VALUE: an input's name, then its path (any text) or its digest."""
+    def check(text: str) -> Tuple[str, str]:
+        name, sep, value = text.partition("=")
+        if not sep or not INPUT_NAME.match(name):
+            raise argparse.ArgumentTypeError("%r is not NAME=%s (NAME: letters, digits, _ "
+                                             "and -)" % (text, what))
+        if not value or (value_pattern is not None and not value_pattern.match(value)):
+            raise argparse.ArgumentTypeError("%r: %r is not %s" % (text, value, what))
+        return name, value
+    return check
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench",
                                 description="Instrumented PyTorch training benchmark: the "
@@ -78,6 +93,14 @@ def parser() -> argparse.ArgumentParser:
                    help="the function in --workload-file that builds it (default: build)")
     p.add_argument("--workload-sha256", default=None, type=_matching(SHA256, "a sha256"),
                    help="the digest --workload-file must have (the host's; checked)")
+    p.add_argument("--input", dest="input", action="append", default=None,
+                   type=_named(None, "PATH"), metavar="NAME=PATH",
+                   help="a read-only input of your workload (weights, a data set): build(ctx) "
+                        "finds PATH at ctx.inputs[NAME]; once per input")
+    p.add_argument("--input-sha256", dest="input_sha256", action="append", default=None,
+                   type=_named(SHA256, "a sha256"), metavar="NAME=SHA256",
+                   help="the digest of --input NAME as the host took it (recorded, and part "
+                        "of the result's identity)")
     p.add_argument("--parallel", choices=PARALLEL, default="none",
                    help="dp: nn.DataParallel over the GPUs; ddp: DistributedDataParallel, one "
                         "process per GPU (NCCL) or per CPU share (gloo)")
@@ -121,7 +144,12 @@ def parser() -> argparse.ArgumentParser:
 def config_from(args: argparse.Namespace) -> Dict[str, Any]:
     """The options as the run uses them: the copy options' defaults follow the device, the
     optimizer's the workload."""
-    config = {k: v for k, v in vars(args).items() if k != "out"}
+    config = {k: v for k, v in vars(args).items()
+              if k not in ("out", "input", "input_sha256")}
+    # {NAME: {path, sha256}}; None without inputs, as every built-in workload runs.
+    digests = dict(args.input_sha256 or [])
+    config["inputs"] = ({name: {"path": path, "sha256": digests.get(name)}
+                         for name, path in args.input} if args.input else None)
     for key in ("pin_memory", "non_blocking"):
         if config[key] is None:
             config[key] = "on" if config["device"] == "cuda" else "off"
@@ -137,6 +165,15 @@ def config_from(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _check_workload(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    names = [name for name, _ in args.input or []]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        p.error("--input %s given twice: one path per input" % repeated[0])
+    for name, _ in args.input_sha256 or []:
+        if name not in names:
+            p.error("--input-sha256 %s names no --input" % name)
+    if names and args.workload_file is None:
+        p.error("--input needs --workload-file (a built-in workload reads no inputs)")
     if args.workload_file is None:
         found = workloads.info(args.workload)
         if found is None:

@@ -158,7 +158,8 @@ def matrix_reference() -> str:
                 ("targets.NAME.cloud", "Cloud", ()),
                 ("targets.NAME.slurm", "Slurm", ()),
                 ("benchmark", "Benchmark", models.SWEEPABLE),
-                ("benchmark.workload (or an entry of a workload sweep)", "WorkloadChoice", ()))
+                ("benchmark.workload (or an entry of a workload sweep)", "WorkloadChoice", ()),
+                ("benchmark.workload.inputs.NAME (a path, or this mapping)", "InputChoice", ()))
     for title, model, sweepable in sections:
         doc = (getattr(models, model).__doc__ or "").strip().split("\n\n")[0]
         lines.append("## `%s`\n" % title)

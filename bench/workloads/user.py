@@ -19,8 +19,10 @@ The contract (docs/workloads.md, "Your own workload"): ``build(ctx)`` returns a 
   optimizer   optimizer(parameters) -> torch.optim.Optimizer (default: SGD with the
               matrix's lr and momentum)
 
-``ctx`` carries the run's seed, device name, limits, and ``ctx.cifar10()``: CIFAR-10 as bench
-reads it, or its seeded stand-in when the cell runs on synthetic data.
+``ctx`` carries the run's seed, device name, limits, ``ctx.inputs`` (the matrix's inputs of
+this workload by name: the path of each read-only file or folder, e.g. pretrained weights to
+give from_pretrained), and ``ctx.cifar10()``: CIFAR-10 as bench reads it, or its seeded
+stand-in when the cell runs on synthetic data.
 
 Accuracy, where asked, is the argmax over the last dimension of the outputs (a tensor, or
 their ``logits`` attribute or key) against the targets, or where there are none, the inputs'
@@ -60,6 +62,9 @@ class Context(object):
         self.synthetic = config["synthetic"]
         self.data_dir = config["data"]
         self.folder = folder  # where the workload's own files are (read-only)
+        # NAME -> the path of a read-only input (its digest is the host's, in the config).
+        self.inputs = {name: given["path"] for name, given in
+                       sorted((config.get("inputs") or {}).items())}
 
     def cifar10(self):
         """((train images, labels), (test images, labels)): uint8 N x 3 x 32 x 32 and int64,
@@ -166,6 +171,10 @@ class UserWorkload(Workload):
             raise WorkloadError("%s/%s holds bytecode that appeared after the host hashed the "
                                 "folder: Python could load it in place of the source; run "
                                 "again" % (self.path, stray))
+        for name, given in sorted((config.get("inputs") or {}).items()):
+            if not os.path.exists(given["path"]):
+                raise WorkloadError("input %s: %s does not exist in the container (was it "
+                                    "mounted?)" % (name, given["path"]))
         self.built = None
         self.checked = False
 

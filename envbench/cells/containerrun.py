@@ -129,6 +129,9 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
         # Its bytecode caches hidden: the cell compiles the source the hash covers.
         binds += [Mount("%s/%s" % (workload.mount_point, cache), None, type="tmpfs",
                         tmpfs_size=BYTECODE_TMPFS) for cache in workload.bytecode_caches]
+        # Its inputs (weights, data of one's own), read-only, each where build() finds it.
+        binds += [Mount(given.mount_point, str(given.path), type="bind", read_only=True)
+                  for given in workload.inputs]
     options: dict[str, Any] = dict(locked_down(image), command=args, mounts=binds,
                                    labels={"envbench.cell": cell_name,
                                            "envbench.host": connection.client_host(),

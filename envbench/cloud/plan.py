@@ -79,6 +79,14 @@ def plan(matrix: Matrix, opts: Options, workdir: Path,
     if not cloud_targets:
         raise UserError("the matrix has no cloud targets (give a target a cloud: block with "
                         "accelerators, e.g. cloud: {accelerators: \"H100:1\", infra: aws})")
+    with_inputs = sorted(w.label for w in matrix.benchmark.workloads if w.inputs)
+    if with_inputs:
+        # A VM receives the repository, the matrix's folder and the data set; an input lies
+        # anywhere on this host and may weigh tens of GB: nothing carries it there yet.
+        raise UserError("workload %s names inputs:, which cloud targets cannot take yet (a VM "
+                        "receives the matrix's folder and the data set, not files elsewhere "
+                        "on this host): run it on this engine or on a Slurm target"
+                        % ", ".join(with_inputs))
     by_cluster: dict[str, str] = {}
     for name in cloud_targets:  # gpu.a, gpu-a and GPU_A would share (and kill) one cluster
         other = by_cluster.setdefault(tasks.target_part(name), name)

@@ -53,6 +53,11 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
                                                 c.infra or "any cloud",
                                                 " (spot)" if c.use_spot else "",
                                                 c.autostop_minutes), file=out)
+    # Each workload's inputs once, with the digest a matrix may pin them to (sha256:).
+    workloads = {c.workload.name: c.workload for c in cells if c.workload.inputs}
+    for name, plan in workloads.items():
+        for given in plan.inputs:
+            print("workload %s, input %s" % (name, given.describe()), file=out)
     matrixrun.print_resources(m, selected.here, Host.local(), out)
     problems: list[str] = []
     warnings: list[str] = []

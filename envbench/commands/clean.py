@@ -26,7 +26,8 @@ PARTS = ("images", "bases", "cache", "reports")
 # that holds other things too (a checkout, a home folder, ~/.cache).
 REPORT_ENTRIES = ("results", "logs", ".cells", "cloud", "compare", "demo", "index.html",
                   "summary.md", "results.csv")
-CACHE_ENTRIES = ("wheels", "cifar10", "noxw", "cloud-runs", "local-vms")
+CACHE_ENTRIES = ("wheels", "cifar10", "noxw", "cloud-runs", "local-vms",
+                 "input-digests.json")  # envbench.matrix.inputs.CACHE_NAME
 CACHE_PREFIXES = ("wheelhouse-",)
 
 

@@ -434,6 +434,32 @@ class Target(_Strict):
 
 
 WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+# An input's name: the key build() reads it under (ctx.inputs["weights"]) and a folder name.
+INPUT_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$"
+SHA256 = r"^[0-9a-f]{64}$"
+MAX_INPUTS = 16
+
+
+class InputChoice(_Strict):
+    """A read-only input of a user's workload: a file or folder on this host (absolute, ~, a
+    ${VAR}, or relative to the matrix's folder), and optionally the sha256 it must have."""
+
+    path: Text
+    sha256: Optional[Annotated[str, Field(strict=True, pattern=SHA256)]] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_path(cls, value: Any) -> Any:
+        return {"path": value} if isinstance(value, str) else value
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("an empty path")
+        if "\0" in value or "\n" in value:
+            raise ValueError("%r is not a path (it holds a NUL or a newline)" % value[:80])
+        return value
 
 
 class WorkloadChoice(_Strict):
@@ -449,6 +475,10 @@ class WorkloadChoice(_Strict):
     batch_size: Optional[Count] = None
     limit: Optional[Count] = None
     limit_test: Optional[Count] = None
+    # Read-only files or folders of any size the workload reads (pretrained weights, a data
+    # set of one's own), by the name build() finds them under: ctx.inputs["weights"].
+    inputs: Optional[dict[Annotated[str, Field(strict=True, pattern=INPUT_NAME)],
+                          InputChoice]] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -466,7 +496,13 @@ class WorkloadChoice(_Strict):
                                  "function: build})" % (self.name, ", ".join(catalog.NAMES)))
             if self.function is not None:
                 raise ValueError("function: needs file: (a built-in workload has none)")
+            if self.inputs is not None:
+                raise ValueError("inputs: needs file: (a built-in workload reads none; your "
+                                 "own build(ctx) reads them at ctx.inputs[NAME])")
             return self
+        if self.inputs is not None and len(self.inputs) > MAX_INPUTS:
+            raise ValueError("inputs: %d of them; at most %d (a folder may hold many files)"
+                             % (len(self.inputs), MAX_INPUTS))
         if grammars.VARIABLE.search(self.file) or self.file.startswith(("/", "~")):
             raise ValueError("file: %r: a path relative to the matrix's folder (no ${VAR}, "
                              "no absolute path)" % self.file)

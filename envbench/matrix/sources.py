@@ -11,18 +11,19 @@ from envbench.matrix import grammars
 from envbench.matrix.models import Environment
 from envbench.user_errors import BadInput, UserError
 
+STACKS_HINT = "see docs/stacks.md, 'Offline and custom indexes'"
 
-def expand(value: str, where: str) -> str:
+
+def expand(value: str, where: str, hint: str = STACKS_HINT) -> str:
     """${VAR} and ${VAR:-default} in matrix strings come from the environment, as in a shell;
-    an unset variable without a default is a clear error."""
+    an unset variable without a default is a clear error (``hint``: where to read on)."""
     def sub(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if os.environ.get(name):
             return os.environ[name].rstrip("/")
         if default is not None:
             return default.rstrip("/")
-        raise BadInput("%s: ${%s} is not set (see docs/stacks.md, 'Offline and custom indexes')"
-                       % (where, name))
+        raise BadInput("%s: ${%s} is not set (%s)" % (where, name, hint))
     return grammars.VARIABLE.sub(sub, value)
 
 

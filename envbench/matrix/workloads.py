@@ -4,7 +4,8 @@ A built-in workload is a name from bench's catalog. A user's own is a file or fo
 the matrix: it must lie inside the matrix's folder (as a dockerfile must), exist, and be
 plain files (no links); its sha256 (bench.workloads.digest: names and bytes, the same
 function bench checks the mounted copy with) is taken here, once, and goes into every cell's
-identity, so changed code is a new measurement. The host never imports it.
+identity, so changed code is a new measurement. The host never imports it. Its inputs
+(envbench.matrix.inputs: weights, a data set of one's own) are resolved with it.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pathlib import Path
 from bench import workloads as catalog
 from bench.common import kind_of
 from bench.errors import WorkloadError
+from envbench.matrix import inputs as inputmod
+from envbench.matrix.inputs import InputPlan
 from envbench.matrix.models import Matrix, WorkloadChoice
 from envbench.user_errors import BadInput
 
@@ -41,6 +44,8 @@ class WorkloadPlan:
     sha256: str | None = None
     # Its __pycache__ folders (relative): each hidden behind an empty tmpfs in the cell.
     bytecode_caches: tuple[str, ...] = ()
+    # Its read-only inputs, in name order (a built-in workload has none).
+    inputs: tuple[InputPlan, ...] = ()
 
     @property
     def builtin(self) -> bool:
@@ -56,11 +61,15 @@ class WorkloadPlan:
         if self.path is not None:
             args += ["--workload-file", str(self.mount_point), "--workload-function",
                      str(self.function), "--workload-sha256", str(self.sha256)]
+        for given in self.inputs:
+            args += given.bench_args()
         return args
 
 
-def resolve(entry: WorkloadChoice, matrix_dir: Path, where: str) -> WorkloadPlan:
-    """One workload entry of the matrix, checked and hashed; ``where`` names its key."""
+def resolve(entry: WorkloadChoice, matrix_dir: Path, where: str,
+            digests: inputmod.DigestCache | None = None) -> WorkloadPlan:
+    """One workload entry of the matrix, checked and hashed, its inputs too; ``where``
+    names its key."""
     if entry.builtin:
         info = catalog.info(entry.label)
         assert info is not None  # the matrix refused unknown names
@@ -96,7 +105,8 @@ def resolve(entry: WorkloadChoice, matrix_dir: Path, where: str) -> WorkloadPlan
                                                              exc.strerror or exc))
     return WorkloadPlan(entry.label, USER_DATA, entry.batch_size, entry.limit, entry.limit_test,
                         path=path, function=entry.function or "build", sha256=digest,
-                        bytecode_caches=tuple(catalog.bytecode_caches(str(path))))
+                        bytecode_caches=tuple(catalog.bytecode_caches(str(path))),
+                        inputs=inputmod.resolve_all(entry.inputs, matrix_dir, where, digests))
 
 
 def resolve_all(matrix: Matrix, matrix_dir: Path) -> dict[str, WorkloadPlan]:
@@ -104,9 +114,10 @@ def resolve_all(matrix: Matrix, matrix_dir: Path) -> dict[str, WorkloadPlan]:
     bench = matrix.benchmark
     swept = "workload" in bench.sweep
     plans = {}
+    digests = inputmod.DigestCache()  # one read of the cache for every entry's inputs
     for index, entry in enumerate(bench.workloads):
         where = "benchmark.sweep.workload[%d]" % index if swept else "benchmark.workload"
-        plans[entry.label] = resolve(entry, matrix_dir, where)
+        plans[entry.label] = resolve(entry, matrix_dir, where, digests)
     return plans
 
 

@@ -115,7 +115,11 @@ def _digest(fields: dict[str, Any]) -> str:
 
 
 def _frozen(mapping: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(mapping.items()))
+    """The items in key order, each value hashable: an identity is a dict key (results are
+    grouped by it). A mapping among the values (a workload's inputs, by name) becomes its
+    canonical JSON text."""
+    return tuple(sorted((k, json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
+                        for k, v in mapping.items()))
 
 
 def make(environment: str, target: str, image_id: str | None, resources: dict[str, Any],

@@ -11,6 +11,7 @@ commands, and submits nothing.
 """
 from __future__ import annotations
 
+import os
 import secrets
 import shlex
 import shutil
@@ -31,8 +32,10 @@ from envbench.command_options import Options
 from envbench.engine import connection
 from envbench.engine.host import Host
 from envbench.images.build import BuiltImage
+from envbench.matrix import inputs as inputmod
 from envbench.matrix import models
 from envbench.matrix.grammars import size_bytes
+from envbench.matrix.inputs import InputPlan
 from envbench.results import store
 from envbench.results.identity import DataIdentity
 from envbench.slurm import cluster, images, preflight, runtimes
@@ -202,8 +205,10 @@ def _plan_job(name: str, m: models.Matrix, cells: list[cellmod.Cell], host: Host
                                                           shared, out)
             workload = (_copy_workload(cell, shared, out, copy) if cell.workload.path
                         else None)
+            inputs = [(given, _copy_input(given, shared, out, copy))
+                      for given in cell.workload.inputs]
             steps.append(_step(job, p, uses[cell.environment], image, shared_data, workload,
-                               host))
+                               host, inputs))
             job.cells[p.file_stem] = Planned(p, target, image.record, order,
                                              m.benchmark.target_accuracy)
     if not job.cells:
@@ -280,8 +285,49 @@ def _copy_workload(cell: cellmod.Cell, shared: Path, out: TextIO, copy: bool = T
     return where
 
 
+def _copy_input(given: InputPlan, shared: Path, out: TextIO, copy: bool = True) -> Path:
+    """A workload's input in shared_dir/inputs/SHA256/NAME, copied once (its digest names
+    its content) and hashed again where it landed before it is used: the nodes read that
+    copy, not this host's disk. ``copy`` False (--print): the command, printed."""
+    folder = shared / "inputs" / given.sha256
+    where = folder / given.path.name
+    if where.exists():
+        return where
+    if not copy:
+        print("mkdir -p %s && cp -r %s %s"
+              % (shlex.quote(str(folder)), shlex.quote(str(given.path)),
+                 shlex.quote(str(where))), file=out)
+        return where
+    print("copying input %s (%s) to %s" % (given.name, given.path, where), file=out,
+          flush=True)
+    # Copied beside, under its own name (a file's name is part of its digest), checked,
+    # then put in place whole: a copy cut short is never taken for the input.
+    staging = folder.with_name(".%s.%d.partial" % (given.sha256, os.getpid()))
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        if given.path.is_dir():
+            shutil.copytree(given.path, staging / given.path.name, symlinks=False)
+        else:
+            shutil.copy2(given.path, staging / given.path.name)
+        landed, _, _ = inputmod.digest(staging / given.path.name,
+                                       "the copy of input %s" % given.name,
+                                       inputmod.DigestCache(), out)
+        if landed != given.sha256:
+            raise UserError("input %s: the copy in %s has sha256 %s, not the %s of %s: it "
+                            "changed while it was copied, or shared_dir lost bytes; run again"
+                            % (given.name, shared / "inputs", landed, given.sha256,
+                               given.path))
+        shutil.rmtree(folder, ignore_errors=True)  # an empty leftover of an earlier try
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return where
+
+
 def _step(job: Job, p: cellmod.Prepared, use: ImageUse, image: BuiltImage,
-          shared_data: Path | None, workload: Path | None, host: Host) -> Step:
+          shared_data: Path | None, workload: Path | None, host: Host,
+          inputs: list[tuple[InputPlan, Path]] | None = None) -> Step:
     res: Resources = p.resources
     folder = job.run_dir / "cells" / p.file_stem / "results"
     binds = [runtimes.Bind(str(folder), "/results", read_only=False)]
@@ -292,6 +338,8 @@ def _step(job: Job, p: cellmod.Prepared, use: ImageUse, image: BuiltImage,
         # The copy in shared_dir left the bytecode caches out (_copy_workload) and is mounted
         # read-only: there is nothing to hide, and no folder a tmpfs could cover.
         binds.append(runtimes.Bind(str(workload), plan.mount_point))
+    # Its inputs: the copies in shared_dir, read-only (a Bind is read-only unless it says).
+    binds += [runtimes.Bind(str(copied), given.mount_point) for given, copied in inputs or []]
     for bind in binds:
         if SHELL_ACTIVE & set(bind.source):
             raise UserError("%s: a path holding $, `, \", \\ or a newline cannot be handed "

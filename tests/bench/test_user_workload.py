@@ -227,3 +227,74 @@ def test_the_kits_lenet_written_as_a_build_trains_exactly_as_the_built_in(tmp_pa
     digest = builtin["summary"]["weights_sha256"]
     assert isinstance(digest, str) and len(digest) == 64
     assert mine["summary"]["weights_sha256"] == digest
+
+
+INPUTS_MLP = '''
+import os
+import torch
+from torch import nn
+
+
+def build(ctx):
+    # Pretrained weights, read from the input the matrix names, as a fine-tuning starts.
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
+    model.load_state_dict(torch.load(os.path.join(ctx.inputs["weights"], "model.pt")))
+    with open(ctx.inputs["labels"]) as f:
+        assert f.read() == "ten classes"
+    train, test = ctx.cifar10()
+    return {"model": model, "train": train, "test": test, "inputs": "images"}
+'''
+
+
+def test_inputs_reach_build_by_name_and_are_recorded_with_their_digests(tmp_path):
+    import torch
+    from torch import nn
+
+    weights = tmp_path / "pretrained"
+    weights.mkdir()
+    torch.manual_seed(1)
+    torch.save(nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10)).state_dict(),
+               str(weights / "model.pt"))
+    labels = _write(tmp_path, "labels.txt", "ten classes")
+    path = _write(tmp_path, "ft.py", INPUTS_MLP)
+    code, record, out = _run(tmp_path, path, "--input", "weights=%s" % weights,
+                             "--input", "labels=%s" % labels,
+                             "--input-sha256", "weights=%s" % ("a" * 64))
+    assert code == 0, out
+    assert record["config"]["inputs"] == {
+        "weights": {"path": str(weights), "sha256": "a" * 64},
+        "labels": {"path": labels, "sha256": None}}
+    # An input that is not there (not mounted) ends the run with one sentence.
+    code, record, out = _run(tmp_path, path, "--input", "weights=%s" % (tmp_path / "gone"))
+    assert code == 1 and record["error"]["type"] == "WorkloadError", out
+    assert record["error"]["message"] == ("input weights: %s does not exist in the container "
+                                          "(was it mounted?)" % (tmp_path / "gone"))
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (("--input", "w=/x", "--input", "w=/y"), "--input w given twice"),
+    (("--input", "w=/x", "--input-sha256", "v=%s" % ("a" * 64)), "--input-sha256 v names no "
+                                                                   "--input"),
+    (("--input", "1w=/x"), "is not NAME=PATH"),
+    (("--input", "w="), "is not PATH"),
+    (("--input", "w=/x", "--input-sha256", "w=abc"), "is not a sha256"),
+])
+def test_bad_inputs_are_refused_by_the_parser(tmp_path, extra, expected, capsys):
+    from bench import options
+
+    path = _write(tmp_path, "mlp.py", MLP)
+    with pytest.raises(SystemExit):
+        options.parse_config(["--device", "cpu", "--synthetic", "--epochs", "1",
+                              "--batch-size", "8", "--pipeline", "resident", "--out", "o.json",
+                              "--workload", "m", "--workload-file", path, *extra])
+    assert expected in capsys.readouterr().err
+
+
+def test_an_input_needs_a_workload_file(capsys):
+    from bench import options
+
+    with pytest.raises(SystemExit):
+        options.parse_config(["--device", "cpu", "--synthetic", "--epochs", "1",
+                              "--batch-size", "8", "--pipeline", "resident", "--out", "o.json",
+                              "--input", "w=/x"])
+    assert "--input needs --workload-file" in capsys.readouterr().err

@@ -258,9 +258,18 @@ def test_the_login_node_may_have_podman_and_no_docker(e2e_env, base_tag, podman_
 def test_a_users_package_with_its_bytecode_caches_runs_as_a_slurm_cell(
         e2e_env, base_tag, partition, shared, tmp_path):
     """A user's own workload as a host run leaves it (a package with __pycache__): copied
-    once into shared_dir without its caches, mounted read-only, trained in the step."""
+    once into shared_dir without its caches, mounted read-only, trained in the step. Its
+    input (a file of its own) copied once by digest into shared_dir and read in the step."""
     package = tmp_path / "gru-tokens"
     shutil.copytree(ROOT / "examples" / "gru-tokens", package)
+    with (package / "__init__.py").open("a") as f:
+        f.write("\n\n_build = build\n\n\ndef build(ctx):\n"
+                "    with open(ctx.inputs['table']) as f:\n"
+                "        assert f.read() == 'from the login node', 'not the input'\n"
+                "    return _build(ctx)\n")
+    table = tmp_path / "inputs" / "table.txt"
+    table.parent.mkdir()
+    table.write_text("from the login node")
     compileall.compile_dir(str(package), quiet=1)
     assert (package / "__pycache__").is_dir()
     stack = '{python: "3.11", torch: "1.13", source: debian, base: "%s"}' % base_tag
@@ -271,7 +280,7 @@ def test_a_users_package_with_its_bytecode_caches_runs_as_a_slurm_cell(
         + "    slurm: {partition: %s, time: \"00:20:00\", shared_dir: %s}\n"
         % (partition, shared)
         + "benchmark: {epochs: 1, repeats: 1, limit: 500, limit_test: 100, data: synthetic,"
-          " workload: {file: gru-tokens, function: build}}\n")
+          " workload: {file: gru-tokens, function: build, inputs: {table: %s}}}\n" % table)
     proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", tmp_path / "reports")
     print(proc.stdout[-3000:])
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -279,6 +288,9 @@ def test_a_users_package_with_its_bytecode_caches_runs_as_a_slurm_cell(
     assert record["status"] == "ok", record.get("error")
     (copy,) = (shared / "workloads").glob("*/gru-tokens")
     assert not (copy / "__pycache__").exists()
+    (copied,) = (shared / "inputs").glob("*/table.txt")
+    assert record["config"]["inputs"] == {"table": {"path": "/inputs/table/table.txt",
+                                                    "sha256": copied.parent.name}}
 
 
 def test_print_writes_the_script_and_the_commands_and_submits_and_copies_nothing(

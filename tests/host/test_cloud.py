@@ -581,3 +581,14 @@ def test_the_hosts_package_index_is_named_or_asked_of_pip(monkeypatch, tmp_path)
         assert provision.package_index() is None, here
     monkeypatch.setenv("ENVBENCH_INDEX_URL", "https://mirror.example.org/simple")
     assert provision.package_index() == "https://mirror.example.org/simple"
+
+
+def test_a_workload_with_inputs_is_refused_on_cloud_targets_before_anything_runs(tmp_path):
+    """An input lies on this host, anywhere, and may weigh tens of GB: a VM gets none."""
+    text = three().replace("benchmark: {epochs: 2,", "benchmark: {epochs: 2, workload: {file: "
+                           "ft.py, inputs: {weights: /data/bert}},")
+    with pytest.raises(UserError) as refused:
+        plan.plan(models.parse(text), Options(matrix_path=tmp_path / "matrix.yaml",
+                                              synthetic=True), tmp_path)
+    assert str(refused.value).startswith("workload ft names inputs:, which cloud targets "
+                                         "cannot take yet")
