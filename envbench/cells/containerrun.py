@@ -15,8 +15,7 @@ import docker
 import requests
 from docker.types import LogConfig, Mount
 
-from bench.result import write_text_atomic
-from envbench.cells import traces
+from envbench.cells import takein, traces
 from envbench.cells.resources import Resources, container_limits
 from envbench.cells.sensors import Sensors
 from envbench.engine import connection, gpu
@@ -28,9 +27,9 @@ from envbench.results import store
 from envbench.user_errors import UserError
 from envbench.users import own, prepare_dirs
 
-LOG_TAIL_LINES = 40
 RESULTS_LABEL = "envbench.results"
-LOG_MAX_SIZE = "16m"
+# The engine keeps the end of a cell's output, as much as the host keeps of it.
+LOG_MAX_SIZE = "%dm" % (takein.LOG_CAP >> 20)
 
 
 @dataclass(frozen=True)
@@ -132,7 +131,8 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
         # Its inputs (weights, data of one's own), read-only, each where build() finds it.
         binds += [Mount(given.mount_point, str(given.path), type="bind", read_only=True)
                   for given in workload.inputs]
-    options: dict[str, Any] = dict(locked_down(image), command=args, mounts=binds,
+    options: dict[str, Any] = dict(locked_down(image, resources.device), command=args,
+                                   mounts=binds,
                                    labels={"envbench.cell": cell_name,
                                            "envbench.host": connection.client_host(),
                                            # whose run lock covers it (cells.runlock)
@@ -146,11 +146,6 @@ def container_options(args: list[str], resources: Resources, image: Any, mounts:
     if resources.device == "cuda":
         options["device_requests"] = gpu.device_requests(gpu.requested_count(resources.gpus),
                                                          gpu_mode)
-    else:
-        # A CUDA image carries NVIDIA_VISIBLE_DEVICES=all (its base's); on a host whose
-        # default runtime is nvidia that alone would hand a "CPU" cell every GPU. "void"
-        # makes the runtime treat the container as one without GPUs.
-        options["environment"] = dict(options["environment"], NVIDIA_VISIBLE_DEVICES="void")
     return options
 
 
@@ -161,11 +156,7 @@ def _save_logs(container: Any, log_path: Path) -> list[str]:
         raw = container.logs(stdout=True, stderr=True)
     except ENGINE_ERRORS as exc:
         raw = ("(logs unavailable: %s)\n" % explain(exc)).encode()
-    # Atomic: a symlink planted at the log's name is replaced, never written through.
-    text = bytes(raw).decode(errors="replace")
-    write_text_atomic(str(log_path), text)
-    own(log_path)
-    return text.splitlines()
+    return takein.keep_log(bytes(raw), log_path)
 
 
 def _follow(container: Any, on_line: Callable[[str], None]) -> threading.Thread:
@@ -234,7 +225,7 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
         container = client.containers.create(image.id, **options)
     except ENGINE_ERRORS as exc:
         message = gpu.explain(exc) if gpus else explain(exc)
-        return _with_tail(store.host_failure(config, "ContainerError", message), lines)
+        return takein.with_tail(store.host_failure(config, "ContainerError", message), lines)
     follower = None
     finished = False
     count = gpu.requested_count(resources.gpus)
@@ -278,7 +269,7 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
             engine_lost = explain(exc)  # the engine is gone; it removes nothing it no longer runs
     record = store.read(folder / out_name)  # a regular file, capped, valid; else None
     if record is None:
-        kind, message = error or ("NoResult", "bench exited without writing a valid result")
+        kind, message = error or ("NoResult", takein.NO_RESULT)
         if engine_lost and kind in ("ContainerExited", "NoResult"):
             message = "%s, and then %s" % (message, engine_lost)  # the likely cause
         record = store.host_failure(config, kind, message)
@@ -286,7 +277,7 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
         record["status"], record["error"] = "failed", {"type": error[0], "message": error[1]}
     record["noise"] = noise
     traces.take(record, folder, mounts.results_dir, stem)
-    return _with_tail(record, lines) if record["status"] != "ok" else record
+    return takein.with_tail(record, lines) if record["status"] != "ok" else record
 
 
 def _pid(container: Any) -> int | None:
@@ -309,7 +300,3 @@ def _kill(container: Any) -> None:
     except ENGINE_ERRORS:
         pass
 
-
-def _with_tail(record: dict[str, Any], lines: list[str]) -> dict[str, Any]:
-    record["log_tail"] = lines[-LOG_TAIL_LINES:]
-    return record

@@ -24,6 +24,7 @@ from envbench.cells import (
     resources,
     runlock,
     schedule,
+    triage,
 )
 from envbench.cells import expansion as cellmod
 from envbench.cells.gpufit import GpuBlock
@@ -200,24 +201,15 @@ class _Session:
         self.order = slot.record(mode, seed, _policy(self.matrix, self.opts).looks_up_to
                                  if mode == "interleaved" else None)
         target = self.matrix.targets[cell.target]
-        if target.device == "cuda" and cell.environment in self.gpu_blocked:
-            block = self.gpu_blocked[cell.environment]
-            p = cellmod.prepare(cell, target, self.host, self.data, None)
-            record = self._failed(p, block.kind, block.sentence)
-            return record, "%s: %s" % (outcome.of(record), block.sentence)
-        if cell.environment in self.build_failures:
-            failure = self.build_failures[cell.environment]
-            p = cellmod.prepare(cell, target, self.host, self.data, None)
-            record = self._failed(p, "BuildFailed", failure.message,
-                                  {"tag": failure.tag, "id": None})
-            return record, "failed: image build failed"
-        built = self.built[cell.environment]
-        p = cellmod.prepare(cell, target, self.host, self.data, built.image.id)
-        path = store.path_for(self.opts.results_dir, p.identity, cell.variant)
-        stored = store.read(path)
-        if store.is_current(stored, p.identity):
-            assert stored is not None
-            return stored, "cached " + console.figure(stored)
+        decided = triage.triage(cell, self.matrix, triage.Stacks(
+            self.built, self.build_failures, self.gpu_blocked), self.host, self.data,
+            self.opts.results_dir, self.order)
+        if decided.refused is not None:
+            return decided.refused, decided.line
+        if decided.stored is not None:
+            return decided.stored, "cached " + console.figure(decided.stored)
+        p, path, built = decided.prepared, decided.path, decided.built
+        assert path is not None and built is not None
         kept = containerrun.kept_result(self.mounts.cells_dir, path.name)
         taken = self._take_kept(p, target, built.record, kept) if kept is not None else None
         if taken is not None:

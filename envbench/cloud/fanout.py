@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from bench.tracefile import TRACE_SUFFIX
 from envbench import stopping, terminal, users
-from envbench.cells import dataset, records, traces
+from envbench.cells import dataset, records, takein, traces
 from envbench.cells import expansion as cellmod
 from envbench.cloud import fetch, local, runid, sky
 from envbench.cloud import plan as planmod
@@ -344,7 +344,7 @@ def last_error(log: str) -> str | None:
 # could hand root a setuid file); folders below are not descended into.
 MAX_FILE = "32m"
 LOG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.log\Z")
-LOG_CAP = 32 * 2**20
+LOG_CAP = takein.LOG_CAP  # a cell's log, as the VM's run kept it
 
 
 def rsync(remote: Remote, path: str, dest: Path,

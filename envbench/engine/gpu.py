@@ -132,7 +132,7 @@ def explain(exc: BaseException) -> str:
 
 def probe_options(image: Any, count: int, mode: str = GPUS) -> dict[str, Any]:
     """The probe container: locked down like a cell, with ``count`` GPUs (0: none)."""
-    options = dict(locked_down(image), entrypoint=["true"],
+    options = dict(locked_down(image, "cuda"), entrypoint=["true"],
                    labels={"envbench.cell": "gpu-probe"})
     if count:
         options["device_requests"] = device_requests(count, mode)

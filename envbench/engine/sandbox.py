@@ -19,8 +19,24 @@ PIDS_LIMIT = 4096
 TMP_TMPFS = "rw,exec,nosuid,nodev,size=4g,mode=1777"
 
 
-def locked_down(image: Any) -> dict[str, Any]:
-    """Docker SDK keyword arguments shared by every container of the kit."""
+def cell_environment(image_id: str, image_tag: str, device: str) -> dict[str, str]:
+    """The variables of every container of the kit, whatever runs it (this engine, Podman,
+    Apptainer or Pyxis on a Slurm node)."""
+    environment = {
+        # HOME and USER keep torch's caches and getpass working for a uid with no passwd entry.
+        "HOME": "/tmp", "USER": "envbench",
+        "ENVBENCH_IMAGE_ID": image_id, "ENVBENCH_IMAGE_TAG": image_tag}
+    if device != "cuda":
+        # A CUDA image carries NVIDIA_VISIBLE_DEVICES=all (its base's); on a host whose
+        # default runtime is nvidia that alone would hand a "CPU" cell every GPU. "void"
+        # makes the runtime treat the container as one without GPUs.
+        environment["NVIDIA_VISIBLE_DEVICES"] = "void"
+    return environment
+
+
+def locked_down(image: Any, device: str) -> dict[str, Any]:
+    """Docker SDK keyword arguments shared by every container of the kit; ``device`` the
+    cell's ("cuda" for the GPU probe)."""
     return {
         "user": host_user(),
         "network_mode": "none",
@@ -32,7 +48,5 @@ def locked_down(image: Any) -> dict[str, Any]:
         # docker's init as PID 1: signals reach bench (PID 1 ignores SIGTERM), zombies are reaped.
         "init": True,
         "shm_size": SHM_SIZE,
-        # HOME and USER keep torch's caches and getpass working for a uid with no passwd entry.
-        "environment": {"HOME": "/tmp", "USER": "envbench", "ENVBENCH_IMAGE_ID": image.id,
-                        "ENVBENCH_IMAGE_TAG": (image.tags or [""])[0]},
+        "environment": cell_environment(image.id, (image.tags or [""])[0], device),
     }

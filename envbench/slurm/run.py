@@ -21,15 +21,16 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
+from bench import common
 from envbench import terminal, users
-from envbench.cells import console, dataset, records, schedule
+from envbench.cells import console, dataset, records, schedule, takein, triage
 from envbench.cells import expansion as cellmod
 from envbench.cells.gpufit import GpuBlock
 from envbench.cells.matrixrun import build_images, data_dir_for
 from envbench.cells.progress import MatrixProgress
 from envbench.cells.resources import Resources
 from envbench.command_options import Options
-from envbench.engine import connection
+from envbench.engine import connection, sandbox
 from envbench.engine.host import Host
 from envbench.images.build import BuiltImage
 from envbench.matrix import inputs as inputmod
@@ -43,7 +44,6 @@ from envbench.slurm.script import ImageUse, Step, render
 from envbench.user_errors import BadInput, UserError
 
 POLL_S = 2.0
-LOG_TAIL_LINES = 40
 # Characters the job's bash would read as its own inside the quoted words of a step.
 SHELL_ACTIVE = set('$`"\\\n')
 
@@ -182,18 +182,14 @@ def _plan_job(name: str, m: models.Matrix, cells: list[cellmod.Cell], host: Host
         for slot in planned_round:
             cell = slot.cell
             order = slot.record("interleaved", seed)
-            if cell.environment in blocked or cell.environment in failures:
-                # Recorded failed with its reason (said above), not submitted; --print
-                # writes no result.
-                if not opts.print_only:
-                    _record_unrun(cell, blocked, failures, target, host, data, order, m,
-                                  opts)
+            # A refused cell is recorded failed with its reason (said above), not submitted
+            # (--print writes no result); a current one was done by an earlier run.
+            decided = triage.triage(cell, m, triage.Stacks(built, failures, blocked), host,
+                                    data, opts.results_dir, order,
+                                    record=not opts.print_only)
+            if not decided.runs:
                 continue
-            image = built[cell.environment]
-            p = cellmod.prepare(cell, target, host, data, image.image.id)
-            path = store.path_for(opts.results_dir, p.identity, cell.variant)
-            if store.is_current(store.read(path), p.identity):
-                continue  # done in an earlier run
+            p, image = decided.prepared, built[cell.environment]
             if cell.environment not in uses:
                 if opts.print_only:
                     uses[cell.environment] = ImageUse(
@@ -227,23 +223,6 @@ def _plan_job(name: str, m: models.Matrix, cells: list[cellmod.Cell], host: Host
     job.run_dir.mkdir(parents=True, exist_ok=True)
     (job.run_dir / "job.sh").write_text(text)
     return job
-
-
-def _record_unrun(cell: cellmod.Cell, blocked: dict[str, GpuBlock], failures: dict[str, Any],
-                  target: models.Target, host: Host, data: DataIdentity,
-                  order: dict[str, Any], m: models.Matrix, opts: Options) -> None:
-    """A cell the job will not run, recorded failed: its node's GPU cannot run the stack, or
-    its image did not build."""
-    p = cellmod.prepare(cell, target, host, data, None)
-    if cell.environment in blocked:
-        reason = blocked[cell.environment]
-        records.failed(opts.results_dir, p, target, reason.kind, reason.sentence,
-                       m.benchmark.target_accuracy, order=order)
-    else:
-        failure = failures[cell.environment]
-        records.failed(opts.results_dir, p, target, "BuildFailed", failure.message,
-                       m.benchmark.target_accuracy, {"tag": failure.tag, "id": None},
-                       order=order)
 
 
 def _copy_data(data_dir: Path, data: DataIdentity, shared: Path, out: TextIO,
@@ -344,10 +323,7 @@ def _step(job: Job, p: cellmod.Prepared, use: ImageUse, image: BuiltImage,
         if SHELL_ACTIVE & set(bind.source):
             raise UserError("%s: a path holding $, `, \", \\ or a newline cannot be handed "
                             "to a batch script's steps; move it" % bind.source)
-    environment = {"HOME": "/tmp", "USER": "envbench", "ENVBENCH_IMAGE_ID": image.image.id,
-                   "ENVBENCH_IMAGE_TAG": image.plan.tag}
-    if res.device != "cuda":
-        environment["NVIDIA_VISIBLE_DEVICES"] = "void"
+    environment = sandbox.cell_environment(image.image.id, image.plan.tag, res.device)
     gpus = 0
     if res.device == "cuda":
         gpus = res.gpus if isinstance(res.gpus, int) else job.block.gpu_count
@@ -474,9 +450,9 @@ def _take(job: Job, stem: str, folder: Path, opts: Options, shown: MatrixProgres
                 p.config, "ContainerExited" if code else "NoResult",
                 ("the step exited with code %s on %s (Slurm job %s)%s"
                  % (code, info.get("node"), job.job_id, ": " + said if said else ""))
-                if code else "bench exited without writing a valid result")
+                if code else takein.NO_RESULT)
     if record.get("status") != "ok":
-        record["log_tail"] = log_lines[-LOG_TAIL_LINES:]
+        takein.with_tail(record, log_lines)
     record["noise"] = _noise(info)
     record["slurm"] = info
     if record.get("run_s") is not None and info.get("step_s") is not None:
@@ -519,14 +495,16 @@ def _read_exit(folder: Path) -> int | None:
 
 
 def _save_log(folder: Path, log_path: Path) -> list[str]:
+    """The step's log, as much of its end as the host keeps, read without following a link
+    (the step wrote it in shared_dir, which a node's user can also write)."""
     try:
-        data = (folder / "log").read_bytes()[-(16 * 2**20):]
-    except OSError:
+        with common.regular(folder / "log", 1 << 62) as stream:
+            size = os.fstat(stream.fileno()).st_size
+            stream.seek(max(0, size - takein.LOG_CAP))
+            data = stream.read(takein.LOG_CAP)
+    except (OSError, common.Unreadable):
         return []
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_bytes(data)
-    users.own(log_path)
-    return data.decode("utf-8", errors="replace").splitlines()
+    return takein.keep_log(data, log_path)
 
 
 def _slurm_info(job: Job, folder: Path) -> dict[str, Any]:
