@@ -9,22 +9,20 @@ import argparse
 import re
 from typing import Any, Dict, List, Tuple
 
-from bench import workloads
+from bench import rules, workloads
 
 AMP = ("off", "fp16", "bf16")
 COMPILE = ("off", "default", "reduce-overhead", "max-autotune")
 PARALLEL = ("none", "dp", "ddp")
 # A user workload's name: the matrix's, shown on the page and in file names.
-WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
-FUNCTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
-SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
-# A read-only input of a user's workload: the name build() reads it under (ctx.inputs[NAME]).
-INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,62}\Z")
+WORKLOAD_NAME = rules.NAME
+FUNCTION_NAME = rules.FUNCTION_NAME
+SHA256 = rules.SHA256
+INPUT_NAME = rules.INPUT_NAME
 ON_OFF = ("on", "off")
 
 
-# The matrix's bound (benchmark.epochs), and the schema's: a result of more epochs is not one.
-MAX_EPOCHS = 1000
+MAX_EPOCHS = rules.MAX_EPOCHS
 
 
 def _epochs(text: str) -> int:

@@ -23,8 +23,9 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from bench import rules
 from bench import workloads as catalog
-from bench.options import FUNCTION_NAME
+from bench.rules import FUNCTION_NAME
 from envbench import files, verdicts
 from envbench.matrix import grammars, yamlio
 from envbench.matrix.grammars import size_bytes
@@ -32,7 +33,7 @@ from envbench.user_errors import MatrixError
 
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?\Z")
 CUDA_VERSION = re.compile(r"^\d+\.\d+\Z")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+NAME = rules.NAME
 CPUSET = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
 SIZE = r"^\d+[kmg]?$"  # Docker's --memory grammar, lower-case units
 SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers",
@@ -433,10 +434,10 @@ class Target(_Strict):
         return self
 
 
-WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+WORKLOAD_NAME = rules.NAME
 # An input's name: the key build() reads it under (ctx.inputs["weights"]) and a folder name.
-INPUT_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$"
-SHA256 = r"^[0-9a-f]{64}$"
+INPUT_NAME = rules.json_schema_pattern(rules.INPUT_NAME)
+SHA256 = rules.json_schema_pattern(rules.SHA256)
 MAX_INPUTS = 16
 
 
@@ -470,8 +471,8 @@ class WorkloadChoice(_Strict):
     name: Optional[Text] = None
     file: Optional[Text] = None
     # A Python name (pydantic's regex engine ends a string at $, Python's at \Z).
-    function: Optional[Annotated[str, Field(strict=True,
-                                            pattern=FUNCTION_NAME.pattern[:-2] + "$")]] = None
+    function: Optional[Annotated[str, Field(
+        strict=True, pattern=rules.json_schema_pattern(FUNCTION_NAME))]] = None
     batch_size: Optional[Count] = None
     limit: Optional[Count] = None
     limit_test: Optional[Count] = None
@@ -533,7 +534,7 @@ DEFAULT_WORKLOAD = WorkloadChoice(name=catalog.DEFAULT)
 class Settings(_Strict):
     """The benchmark options of one cell (the sweepable ones can vary per cell)."""
 
-    epochs: Annotated[int, Field(strict=True, ge=1, le=1000)] = 5
+    epochs: Annotated[int, Field(strict=True, ge=1, le=rules.MAX_EPOCHS)] = 5
     # None: each workload's own default (256 for the LeNets, the write-up's).
     batch_size: Optional[Count] = None
     pipeline: Literal["classic", "resident"] = "classic"

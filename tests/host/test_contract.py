@@ -403,3 +403,20 @@ def test_a_list_far_past_the_schema_is_refused_by_its_length_with_its_reason(tmp
     said = str(caught.value)
     assert said.startswith("profile.operators: ") and said.endswith("is too long"), said
     assert len(said) <= 260
+
+
+def test_the_schema_names_things_as_bench_rules_say():
+    """Each pattern the schema checks a record by is bench.rules', which the matrix and
+    bench's parser use: a name either accepts is one the contract takes."""
+    from bench import rules
+
+    schema = json.loads((Path(contract.__file__).resolve().parents[2] / "bench" /
+                         "result.schema.json").read_text())
+    config = schema["$defs"]["config"]["properties"]
+    assert config["workload"]["pattern"] == rules.json_schema_pattern(rules.NAME)
+    assert config["workload_function"]["pattern"] == rules.json_schema_pattern(
+        rules.FUNCTION_NAME)
+    assert schema["$defs"]["sha256_or_null"]["pattern"] == rules.json_schema_pattern(
+        rules.SHA256)
+    assert config["inputs"]["propertyNames"]["pattern"] == rules.json_schema_pattern(
+        rules.INPUT_NAME)

@@ -2,7 +2,6 @@
 at its end, the tail a failed result carries, the engine's own cap the same figure."""
 from __future__ import annotations
 
-
 from envbench.cells import containerrun, takein
 from envbench.cloud import fanout
 from envbench.slurm import run as slurmrun
