@@ -167,9 +167,12 @@ def _check_workload(p: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         p.error("--input %s given twice: one path per input" % repeated[0])
-    for name, _ in args.input_sha256 or []:
+    pinned = [name for name, _ in args.input_sha256 or []]
+    for name in pinned:
         if name not in names:
             p.error("--input-sha256 %s names no --input" % name)
+        if pinned.count(name) > 1:
+            p.error("--input-sha256 %s given twice: one digest per input" % name)
     if names and args.workload_file is None:
         p.error("--input needs --workload-file (a built-in workload reads no inputs)")
     if args.workload_file is None:

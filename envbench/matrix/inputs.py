@@ -49,16 +49,20 @@ class InputPlan:
     sha256: str
     files: int
     size: int           # bytes
+    # A file: its name as the matrix gave it (a link's, not its target's: a hub snapshot's
+    # model.safetensors, not blobs/<sha>), part of its digest and of where the cell sees
+    # it. None: a folder. Taken when resolved: a run never sees it change kind.
+    file_name: str | None = None
 
     @property
     def is_file(self) -> bool:
-        return self.path.is_file()
+        return self.file_name is not None
 
     @property
     def mount_point(self) -> str:
         """Where the cell's container sees it (and build() finds it: ctx.inputs[name])."""
         base = "%s/%s" % (MOUNT_ROOT, self.name)
-        return "%s/%s" % (base, self.path.name) if self.is_file else base
+        return "%s/%s" % (base, self.file_name) if self.file_name is not None else base
 
     def bench_args(self) -> list[str]:
         return ["--input", "%s=%s" % (self.name, self.mount_point),
@@ -105,12 +109,13 @@ def _entry(name: str, full: str, st: os.stat_result) -> _File:
                  [st.st_size, st.st_mtime_ns, st.st_ctime_ns])
 
 
-def _files(path: Path, where: str) -> list[_File]:
+def _files(path: Path, where: str, file_name: str | None = None) -> list[_File]:
     """Every regular file of the input, in name order; links and special files refused (a
-    link's target would not reach the container, a FIFO would hang the hash)."""
+    link's target would not reach the container, a FIFO would hang the hash). A file input
+    is named ``file_name`` (default: its own)."""
     st = os.stat(path)
     if stat.S_ISREG(st.st_mode):
-        return [_entry(path.name, str(path), st)]
+        return [_entry(file_name or path.name, str(path), st)]
     if not stat.S_ISDIR(st.st_mode):
         raise BadInput("%s: %s is %s, not a file or a folder" % (where, path, kind_of(st.st_mode)))
     found = []
@@ -146,10 +151,12 @@ def _raise(exc: OSError) -> None:
 class DigestCache:
     """Each file's sha256 by device and inode, valid while its size and times stay."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, load: bool = True) -> None:
         self.path = path or cache.root() / CACHE_NAME
         self.entries: dict[str, list[Any]] = {}
         self.changed = False
+        if not load:  # a fresh copy's files: no entry could hold for them
+            return
         try:
             loaded = json.loads(self.path.read_text())
             if isinstance(loaded, dict):
@@ -192,11 +199,11 @@ def _hash_file(f: _File, where: str) -> str:
     return sha.hexdigest()
 
 
-def digest(path: Path, where: str, digests: DigestCache,
-           out: TextIO | None = None) -> tuple[str, int, int]:
+def digest(path: Path, where: str, digests: DigestCache, out: TextIO | None = None,
+           file_name: str | None = None) -> tuple[str, int, int]:
     """(sha256, files, bytes) of a file or folder; files whose cache entry still holds are
-    not read again."""
-    files = _files(path, where)
+    not read again. A file input is named ``file_name`` in it (default: its own name)."""
+    files = _files(path, where, file_name)
     if not files:
         raise BadInput("%s: %s is an empty folder" % (where, path))
     unread = sum(f.size for f in files if digests.get(f) is None)
@@ -224,7 +231,10 @@ def resolve(name: str, choice: InputChoice, matrix_dir: Path, where: str,
     given = host_path(choice, matrix_dir, where)
     try:
         path = given.resolve(strict=True)
-        found, count, size = digest(path, where, digests, out)
+        file_name = (given.name or path.name) if path.is_file() else None
+        found, count, size = digest(path, where, digests, out, file_name)
+    except RuntimeError:  # Python before 3.13: a loop of links
+        raise BadInput("%s: %s is a loop of symbolic links" % (where, given))
     except FileNotFoundError:
         raise BadInput("%s: %s does not exist" % (where, given))
     except PermissionError as exc:
@@ -236,7 +246,7 @@ def resolve(name: str, choice: InputChoice, matrix_dir: Path, where: str,
         raise BadInput("%s: %s has sha256 %s, not the %s the matrix gives: these are other "
                        "files than the ones named; point at the right ones, or give the new "
                        "digest" % (where, given, found, choice.sha256))
-    return InputPlan(name, path, found, count, size)
+    return InputPlan(name, path, found, count, size, file_name)
 
 
 def resolve_all(inputs: dict[str, InputChoice] | None, matrix_dir: Path, where: str,

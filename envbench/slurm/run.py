@@ -264,12 +264,25 @@ def _copy_workload(cell: cellmod.Cell, shared: Path, out: TextIO, copy: bool = T
     return where
 
 
+# Characters Podman's --mount and Apptainer's or Pyxis's src:dst lists read as separators.
+MOUNT_SEPARATORS = frozenset(",:")
+# The leaf under shared_dir/inputs/SHA256 a folder input's copy is: its digest leaves the
+# folder's own name out, so two names of one content share one copy.
+FOLDER_LEAF = "folder"
+
+
 def _copy_input(given: InputPlan, shared: Path, out: TextIO, copy: bool = True) -> Path:
-    """A workload's input in shared_dir/inputs/SHA256/NAME, copied once (its digest names
-    its content) and hashed again where it landed before it is used: the nodes read that
-    copy, not this host's disk. ``copy`` False (--print): the command, printed."""
+    """A workload's input in shared_dir/inputs/SHA256/ (a file under its name, a folder as
+    FOLDER_LEAF), copied once (its digest names its content) and hashed again where it
+    landed before it is used: the nodes read that copy, not this host's disk. ``copy``
+    False (--print): the command, printed."""
+    leaf = given.file_name or FOLDER_LEAF
+    if MOUNT_SEPARATORS & set(leaf):
+        raise UserError("input %s: a file name holding ',' or ':' (%s) cannot be handed to a "
+                        "Slurm step's container runtime, which reads them as separators: "
+                        "rename it" % (given.name, leaf))
     folder = shared / "inputs" / given.sha256
-    where = folder / given.path.name
+    where = folder / leaf
     if where.exists():
         return where
     if not copy:
@@ -279,26 +292,32 @@ def _copy_input(given: InputPlan, shared: Path, out: TextIO, copy: bool = True) 
         return where
     print("copying input %s (%s) to %s" % (given.name, given.path, where), file=out,
           flush=True)
-    # Copied beside, under its own name (a file's name is part of its digest), checked,
-    # then put in place whole: a copy cut short is never taken for the input.
-    staging = folder.with_name(".%s.%d.partial" % (given.sha256, os.getpid()))
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    # Copied beside, checked, then renamed into place whole: a copy cut short is never taken
+    # for the input, and a copy in use (another run's job may be reading it) never removed.
+    staging = folder.with_name(".%s.%s.partial" % (given.sha256, secrets.token_hex(6)))
     try:
+        staging.mkdir(parents=True)
         if given.path.is_dir():
-            shutil.copytree(given.path, staging / given.path.name, symlinks=False)
+            shutil.copytree(given.path, staging / leaf, symlinks=False)
         else:
-            shutil.copy2(given.path, staging / given.path.name)
-        landed, _, _ = inputmod.digest(staging / given.path.name,
-                                       "the copy of input %s" % given.name,
-                                       inputmod.DigestCache(), out)
+            shutil.copy2(given.path, staging / leaf)
+        landed, _, _ = inputmod.digest(staging / leaf, "the copy of input %s" % given.name,
+                                       inputmod.DigestCache(load=False), out,
+                                       given.file_name)
         if landed != given.sha256:
             raise UserError("input %s: the copy in %s has sha256 %s, not the %s of %s: it "
                             "changed while it was copied, or shared_dir lost bytes; run again"
                             % (given.name, shared / "inputs", landed, given.sha256,
                                given.path))
-        shutil.rmtree(folder, ignore_errors=True)  # an empty leftover of an earlier try
-        staging.rename(folder)
+        try:
+            staging.rename(folder)
+        except OSError:
+            if not where.exists():  # else another run put the same copy there first
+                raise
+    except OSError as exc:
+        raise UserError("input %s: copying %s into %s failed (%s): free space there, or "
+                        "make it writable" % (given.name, given.path, shared / "inputs",
+                                              exc.strerror or exc))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return where

@@ -275,6 +275,8 @@ def test_inputs_reach_build_by_name_and_are_recorded_with_their_digests(tmp_path
     (("--input", "w=/x", "--input", "w=/y"), "--input w given twice"),
     (("--input", "w=/x", "--input-sha256", "v=%s" % ("a" * 64)), "--input-sha256 v names no "
                                                                    "--input"),
+    (("--input", "w=/x", "--input-sha256", "w=%s" % ("a" * 64), "--input-sha256",
+      "w=%s" % ("b" * 64)), "--input-sha256 w given twice"),
     (("--input", "1w=/x"), "is not NAME=PATH"),
     (("--input", "w="), "is not PATH"),
     (("--input", "w=/x", "--input-sha256", "w=abc"), "is not a sha256"),

@@ -19,6 +19,7 @@ from test_matrix_workloads import CIFAR, HEAD, _arg
 from envbench.cells import containerrun, expansion
 from envbench.matrix import inputs, models
 from envbench.matrix.workloads import resolve_all
+from envbench.results import identity
 from envbench.slurm import run as slurmrun
 from envbench.user_errors import UserError
 
@@ -205,7 +206,7 @@ def test_slurm_copies_an_input_once_by_digest_and_checks_the_copy(tmp_path):
     shared = tmp_path / "shared"
     out = io.StringIO()
     copied = slurmrun._copy_input(given, shared, out)
-    assert copied == shared / "inputs" / given.sha256 / "w"
+    assert copied == shared / "inputs" / given.sha256 / slurmrun.FOLDER_LEAF
     assert _expected_digest(copied) == given.sha256 and "copying input weights" in out.getvalue()
     # Copied once: a second cell (or run) uses what lies there.
     out = io.StringIO()
@@ -230,6 +231,23 @@ def test_slurm_copies_an_input_once_by_digest_and_checks_the_copy(tmp_path):
     assert landed.read_text() == "from the login node"
     assert sorted(p.name for p in (shared / "inputs").iterdir()) == sorted(
         [given.sha256, one.sha256])  # nothing half-copied left beside them
+    # The same weights under another folder name: the same digest, the same copy, and the
+    # one a job may be reading is never removed.
+    (weights / "config.json").write_text('{"hidden_size": 8}')  # as it was hashed
+    shutil.copytree(weights, tmp_path / "renamed")
+    m = _matrix(tmp_path / "m", "{weights: %s}" % (tmp_path / "renamed"))
+    renamed = resolve_all(m, tmp_path / "m")["ft"].inputs[0]
+    assert renamed.sha256 == given.sha256
+    out = io.StringIO()
+    assert slurmrun._copy_input(renamed, shared, out) == copied and out.getvalue() == ""
+    # A name Podman's --mount or a src:dst list would split is refused before any copy.
+    odd = tmp_path / "reviews,2024.csv"
+    odd.write_text("text,label\n")
+    m = _matrix(tmp_path / "m", "{table: '%s'}" % odd)
+    with pytest.raises(UserError, match="a file name holding ',' or ':'"):
+        slurmrun._copy_input(resolve_all(m, tmp_path / "m")["ft"].inputs[0],
+                             tmp_path / "fourth", io.StringIO())
+    assert not (tmp_path / "fourth").exists()
 
 
 def test_bench_is_told_nothing_of_inputs_for_a_workload_without_them(tmp_path):
@@ -263,3 +281,39 @@ def test_check_lists_each_input_with_its_digest_and_refuses_a_missing_one(tmp_pa
     proc = _check(here, env)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "benchmark.workload.inputs.weights: %s does not exist" % weights in proc.stderr
+
+
+def test_a_file_given_through_a_link_keeps_the_links_name(tmp_path):
+    """A hub snapshot's model.safetensors is a link to blobs/<sha>: the cell sees it under
+    the name the matrix gave, which readers go by."""
+    blob = tmp_path / "blobs" / ("f" * 40)
+    blob.parent.mkdir()
+    blob.write_bytes(b"weights")
+    link = tmp_path / "snapshot" / "model.safetensors"
+    link.parent.mkdir()
+    link.symlink_to(blob)
+    m = _matrix(tmp_path / "m", "{weights: %s}" % link)
+    given = resolve_all(m, tmp_path / "m")["ft"].inputs[0]
+    assert given.path == blob and given.mount_point == "/inputs/weights/model.safetensors"
+    assert given.sha256 == _expected_digest(link)
+    # A loop of links is one sentence, not a traceback.
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    m = _matrix(tmp_path / "m", "{weights: %s}" % (tmp_path / "a"))
+    with pytest.raises(UserError, match="benchmark.workload.inputs.weights: "):
+        resolve_all(m, tmp_path / "m")
+
+
+def test_a_cell_without_inputs_is_the_measurement_a_record_without_the_key_was(tmp_path):
+    """Results written before inputs existed have no config.inputs: the same cell run now
+    (inputs None) must find them current, under the same file name."""
+    here = tmp_path / "m"
+    here.mkdir()
+    (here / "ft.py").write_text(WORKLOAD)
+    (here / "matrix.yaml").write_text(HEAD + "benchmark:\n  repeats: 1\n  workload: "
+                                      "{file: ft.py}\n")
+    _, p = _prepared(models.load(here / "matrix.yaml"), here)
+    older = {k: v for k, v in p.config.items() if k != "inputs"}
+    assert p.config["inputs"] is None
+    assert identity.make("e", "cpu", "sha256:i", {}, older, CIFAR, False, 1) == \
+        identity.make("e", "cpu", "sha256:i", {}, p.config, CIFAR, False, 1)
