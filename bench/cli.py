@@ -14,6 +14,7 @@ from bench import errors, interrupts, result, tracefile
 from bench.errors import Terminated
 from bench.fingerprint import bench_sha256
 from bench.options import parse_config
+from bench.rules import FailureKind
 
 # The guard lives in bench.interrupts: the training loop asks it at every step.
 _on_sigterm = interrupts.SIGTERM
@@ -33,10 +34,10 @@ def main(argv=None):
         record["status"] = "ok"
         code = 0
     except KeyboardInterrupt:
-        record["error"] = {"type": "Interrupted", "message": "interrupted by the user"}
+        record["error"] = {"type": FailureKind.INTERRUPTED, "message": "interrupted by the user"}
         code = 130
     except Terminated:
-        record["error"] = {"type": "Interrupted",
+        record["error"] = {"type": FailureKind.INTERRUPTED,
                            "message": "stopped by SIGTERM (docker stop, or the Docker engine "
                                       "shutting down)"}
         code = 143

@@ -17,10 +17,10 @@ import pickle
 import torch
 
 from bench.errors import DataError
+from bench.rules import CIFAR_FOLDER as FOLDER
 
 TRAIN_FILES = ["data_batch_%d" % i for i in range(1, 6)]
 TEST_FILE = "test_batch"
-FOLDER = "cifar-10-batches-py"
 IMAGE_BYTES = 3 * 32 * 32
 CLASSES = 10
 

@@ -9,6 +9,7 @@ import sys
 from typing import Dict
 
 from bench.common import first_line
+from bench.rules import FailureKind
 
 
 class DataError(Exception):
@@ -43,7 +44,6 @@ class Terminated(BaseException):
 
 # Failures a user can act on: one line on stderr, never a traceback.
 EXPECTED = (DataError, UnsupportedOption, DeviceUnavailable, RankFailed, WorkloadError)
-OUT_OF_MEMORY = "OutOfMemory"
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -60,5 +60,5 @@ def is_expected(exc: BaseException) -> bool:
 def describe(exc: BaseException) -> Dict[str, str]:
     """The error section of a result: the failure's type and its message."""
     if is_out_of_memory(exc):
-        return {"type": OUT_OF_MEMORY, "message": first_line(exc, 500)}
+        return {"type": FailureKind.OUT_OF_MEMORY, "message": first_line(exc, 500)}
     return {"type": type(exc).__name__, "message": str(exc)}

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from bench.rules import QUICK_LIMITS
+
 
 @dataclass(frozen=True)
 class Options:
@@ -123,8 +125,9 @@ OPTIONS = _options(
     Option("targets", "--target", "only this target (repeatable)",
            {"action": "append", "metavar": "NAME"}),
     Option("kind", "--kind", "only cells on cpu or cuda targets", {"choices": ("cpu", "cuda")}),
-    Option("quick", "--quick", "1 epoch, 1 repeat, a subset (5000 images for the CIFAR-10 "
-           "workloads, fewer samples for resnet50 and the GPTs)", {"action": "store_true"}),
+    Option("quick", "--quick", "1 epoch, 1 repeat, a subset (%d images for the CIFAR-10 "
+           "workloads, fewer samples for resnet50 and the GPTs)" % QUICK_LIMITS[0],
+           {"action": "store_true"}),
     Option("profile", "--profile", "profile every cell: after its timed epochs, a few more "
            "steps under torch.profiler (top operators on the page, a Chrome trace beside the "
            "result); a profiled cell is a measurement of its own", {"action": "store_true"}),

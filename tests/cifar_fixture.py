@@ -10,7 +10,8 @@ import pickle
 
 import numpy as np
 
-FOLDER = "cifar-10-batches-py"
+from bench.rules import CIFAR_FOLDER as FOLDER
+
 LABEL_NAMES = ["airplane", "automobile", "bird", "cat", "deer",
                "dog", "frog", "horse", "ship", "truck"]
 

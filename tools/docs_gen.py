@@ -186,6 +186,8 @@ def _rows(prefix: str, schema: dict[str, Any], defs: dict[str, Any], depth: int,
         if name:
             target = defs[name]
         description = prop.get("description") or target.get("description") or ""
+        if prop.get("examples"):
+            description += " Examples: %s." % ", ".join("`%s`" % e for e in prop["examples"])
         out.append("| `%s` | %s | %s | %s |" % (path, _cell(_type(prop)),
                                                 "yes" if key in required else "",
                                                 _cell(description)))

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from bench import common
 from bench.common import kind_of
 from bench.errors import WorkloadError
+from bench.rules import QUICK_LIMITS
 
 
 class Info(object):
@@ -32,7 +33,7 @@ class Info(object):
     no data set the kit can have for them)."""
 
     def __init__(self, name, module, unit, data, batch_size, lr, momentum, about,
-                 weight_decay=0.0, lr_batch=None, quick=(5000, 1000), variant_of=None,
+                 weight_decay=0.0, lr_batch=None, quick=QUICK_LIMITS, variant_of=None,
                  smoke=(512, 256, 64), cpu_bench=(20000, 256, 256)):
         self.name = name
         self.module = module

@@ -15,6 +15,7 @@ import docker
 import requests
 from docker.types import LogConfig, Mount
 
+from bench.rules import FailureKind
 from envbench.cells import takein, traces
 from envbench.cells.resources import Resources, container_limits
 from envbench.cells.sensors import Sensors
@@ -225,7 +226,8 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
         container = client.containers.create(image.id, **options)
     except ENGINE_ERRORS as exc:
         message = gpu.explain(exc) if gpus else explain(exc)
-        return takein.with_tail(store.host_failure(config, "ContainerError", message), lines)
+        refused = store.host_failure(config, FailureKind.CONTAINER_ERROR, message)
+        return takein.with_tail(refused, lines)
     follower = None
     finished = False
     count = gpu.requested_count(resources.gpus)
@@ -243,18 +245,19 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
                 raise
             _kill(container)
             exit_code = None
-            error = ("Timeout", "the cell ran past the target's timeout_s=%d" % target.timeout_s)
+            error = (FailureKind.TIMEOUT,
+                     "the cell ran past the target's timeout_s=%d" % target.timeout_s)
         finished = True
         if exit_code is not None and exit_code != 0:
             container.reload()
             if container.attrs.get("State", {}).get("OOMKilled"):
-                error = ("OutOfMemory", "the container was killed at the target's memory limit "
-                                        "(%s)" % target.memory)
+                error = (FailureKind.OUT_OF_MEMORY, "the container was killed at the target's "
+                                                    "memory limit (%s)" % target.memory)
             else:
-                error = ("ContainerExited", "bench exited with code %d" % exit_code)
+                error = (FailureKind.CONTAINER_EXITED, "bench exited with code %d" % exit_code)
     except ENGINE_ERRORS as exc:
         message = gpu.explain(exc) if gpus else explain(exc)
-        error = ("ContainerError", message)
+        error = (FailureKind.CONTAINER_ERROR, message)
     finally:
         if not finished:
             _kill(container)  # Ctrl-C or an engine error: stop the cell before anything else
@@ -269,11 +272,11 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
             engine_lost = explain(exc)  # the engine is gone; it removes nothing it no longer runs
     record = store.read(folder / out_name)  # a regular file, capped, valid; else None
     if record is None:
-        kind, message = error or ("NoResult", takein.NO_RESULT)
-        if engine_lost and kind in ("ContainerExited", "NoResult"):
+        kind, message = error or (FailureKind.NO_RESULT, takein.NO_RESULT)
+        if engine_lost and kind in (FailureKind.CONTAINER_EXITED, FailureKind.NO_RESULT):
             message = "%s, and then %s" % (message, engine_lost)  # the likely cause
         record = store.host_failure(config, kind, message)
-    elif error is not None and error[0] in ("Timeout", "OutOfMemory"):
+    elif error is not None and error[0] in (FailureKind.TIMEOUT, FailureKind.OUT_OF_MEMORY):
         record["status"], record["error"] = "failed", {"type": error[0], "message": error[1]}
     record["noise"] = noise
     traces.take(record, folder, mounts.results_dir, stem)

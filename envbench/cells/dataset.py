@@ -11,13 +11,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench.rules import CIFAR_FOLDER
 from envbench import cache, download, files, users
 from envbench.results.identity import SYNTHETIC, DataIdentity
 from envbench.user_errors import UserError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 MD5 = "c58f30108f718f92721af3b95e74349a"
-FOLDER = "cifar-10-batches-py"
+FOLDER = CIFAR_FOLDER  # what the archive unpacks to, where bench reads it
 FILES = ["data_batch_%d" % i for i in range(1, 6)] + ["test_batch", "batches.meta"]
 
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 import docker
 
+from bench.rules import FailureKind
 from envbench.engine import gpu
 from envbench.engine.connection import ENGINE_ERRORS
 from envbench.engine.gpu import GpuState
 from envbench.images import archs
 from envbench.images.archs import Archs
 from envbench.matrix.models import Environment
-from envbench.results.outcome import NO_GPU, NO_KERNELS
 
 
 @dataclass(frozen=True)
@@ -51,22 +51,23 @@ def block(name: str, env: Environment, found: GpuState, compiled: Archs | None
     """The first reason the stack's GPU cells cannot run here, or None."""
     first = found.gpus[0] if found.gpus else None
     if found.absent:
-        return GpuBlock(NO_GPU, gpu.NO_GPU)
+        return GpuBlock(FailureKind.NO_GPU, gpu.NO_GPU)
     if first is not None and first.mig:
         # A MIG instance is a slice of the GPU, with its own SMs and memory: figures from it
         # are not the GPU's, and --gpus hands a container whole GPUs, not instances.
-        return GpuBlock("GpuUnavailable", "GPU 0 (%s) is in MIG mode: the kit measures whole "
-                        "GPUs; disable MIG (`sudo nvidia-smi -i 0 -mig 0`, then reset the GPU "
-                        "or reboot) or run on a GPU without it" % first.name)
+        return GpuBlock(FailureKind.GPU_UNAVAILABLE,
+                        "GPU 0 (%s) is in MIG mode: the kit measures whole GPUs; disable MIG "
+                        "(`sudo nvidia-smi -i 0 -mig 0`, then reset the GPU or reboot) or run on "
+                        "a GPU without it" % first.name)
     if first is not None and first.capability is not None and compiled is not None:
         problem = archs.misfit(name, env.torch, env.cuda, compiled, first.name, first.capability)
         if problem:
-            return GpuBlock(NO_KERNELS, problem)
+            return GpuBlock(FailureKind.NO_KERNELS, problem)
     if found.runtime is False:
-        return GpuBlock("GpuUnavailable", found.problem or gpu.NO_RUNTIME)
+        return GpuBlock(FailureKind.GPU_UNAVAILABLE, found.problem or gpu.NO_RUNTIME)
     issue = gpu.driver_problem(name, env.cuda or "", found.driver)
     if issue:
-        return GpuBlock("DriverTooOld", issue)
+        return GpuBlock(FailureKind.DRIVER_TOO_OLD, issue)
     return None
 
 

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 import docker
 
+from bench.rules import FailureKind
 from envbench import cache, provision, users
 from envbench.cells import (
     console,
@@ -216,7 +217,8 @@ class _Session:
             return taken, "taken from the run that filled the disk: " + console.figure(taken)
         problem = self._gpu_problem(cell, p.resources, built.image)
         if problem:
-            return self._failed(p, "GpuUnavailable", problem, built.record), "failed: " + problem
+            failed = self._failed(p, FailureKind.GPU_UNAVAILABLE, problem, built.record)
+            return failed, "failed: " + problem
         started = time.perf_counter()
 
         def finish(record: dict[str, Any]) -> None:
@@ -375,7 +377,7 @@ def _more(m: models.Matrix, opts: Options,
 
 
 # Reasons that hold for every stack alike: said once, not per environment.
-HOST_WIDE = ("GpuUnavailable", outcome.NO_GPU)
+HOST_WIDE = (FailureKind.GPU_UNAVAILABLE, FailureKind.NO_GPU)
 
 
 def gpu_blocks(client: docker.DockerClient, m: models.Matrix, cells: list[cellmod.Cell],

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.rules import FailureKind
 from envbench.cells import expansion as cellmod
 from envbench.cells import records
 from envbench.cells.gpufit import GpuBlock
@@ -63,7 +64,7 @@ def triage(cell: cellmod.Cell, matrix: models.Matrix, stacks: Stacks, host: Host
     if env in stacks.failed:
         failure = stacks.failed[env]
         p = cellmod.prepare(cell, target, host, data, None)
-        failed = _failed(record, results_dir, p, target, "BuildFailed", failure.message,
+        failed = _failed(record, results_dir, p, target, FailureKind.BUILD_FAILED, failure.message,
                          accuracy, {"tag": failure.tag, "id": None}, order)
         return Triage(p, refused=failed, line="failed: image build failed")
     built = stacks.built[env]

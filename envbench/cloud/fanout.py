@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench.rules import FailureKind
 from bench.tracefile import TRACE_SUFFIX
 from envbench import stopping, terminal, users
 from envbench.cells import dataset, records, takein, traces
@@ -86,7 +87,7 @@ class FanOut:
                 remote = self.launcher.launch(cluster, plan.task, sink)
             except ProvisionFailed as exc:
                 if not self.stopping.is_set():
-                    self._failed(plan, outcome, "ProvisionFailed",
+                    self._failed(plan, outcome, FailureKind.PROVISION_FAILED,
                                  "%s could not be provisioned: %s" % (cluster, exc))
                 return
             outcome.state, outcome.provisioned = ClusterState.RUNNING, True
@@ -128,7 +129,7 @@ class FanOut:
         if not kept:
             bench = bench_exit(log)
             error = last_error(log)
-            self._failed(plan, outcome, "NoResults",
+            self._failed(plan, outcome, FailureKind.NO_RESULT,
                          "no results came back from %s (the job's status: exit code %s; %s)%s "
                          "(its log: %s)" % (
                              outcome.cluster, outcome.exit_code,

@@ -16,6 +16,7 @@ from pathlib import Path
 from bench import workloads as catalog
 from bench.common import kind_of
 from bench.errors import WorkloadError
+from bench.rules import QUICK_LIMITS
 from envbench.matrix import inputs as inputmod
 from envbench.matrix.inputs import InputPlan
 from envbench.matrix.models import Matrix, WorkloadChoice
@@ -38,7 +39,7 @@ class WorkloadPlan:
     limit: int | None              # the matrix's for this workload
     limit_test: int | None
     default_batch_size: int | None = None  # the catalog's (None: a user's workload)
-    quick: tuple[int, int] = (5000, 1000)  # --quick's train and test limits
+    quick: tuple[int, int] = QUICK_LIMITS  # --quick's train and test limits
     path: Path | None = None       # a user's workload: its file or folder on this host
     function: str | None = None
     sha256: str | None = None

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from bench.rules import FailureKind
+
 # The error types of the refusals (envbench.cells.gpufit records them).
-NO_KERNELS = "NoKernelImage"
-NO_GPU = "NoGpu"
-REFUSED_BY_DESIGN = frozenset({NO_KERNELS, NO_GPU})
+REFUSED_BY_DESIGN = frozenset({FailureKind.NO_KERNELS, FailureKind.NO_GPU})
 
 
 def of(record: Any) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from bench import common
+from bench.rules import FailureKind
 from envbench import terminal, users
 from envbench.cells import console, dataset, records, schedule, takein, triage
 from envbench.cells import expansion as cellmod
@@ -446,7 +447,7 @@ def _take(job: Job, stem: str, folder: Path, opts: Options, shown: MatrixProgres
     info = _slurm_info(job, folder)
     record: dict[str, Any] | None = None
     if ended is not None:
-        record = store.host_failure(p.config, "SlurmJobEnded", ended)
+        record = store.host_failure(p.config, FailureKind.SLURM_JOB_ENDED, ended)
     else:
         record = store.read(folder / "results" / ("%s.json" % stem))
         # A step that failed as its job ended (a node lost, the time limit, scancel by an
@@ -456,7 +457,7 @@ def _take(job: Job, stem: str, folder: Path, opts: Options, shown: MatrixProgres
         if state is not None and state.ended and state.state != "COMPLETED":
             said = ((record.get("error") or {}).get("message") if record is not None
                     else None) or _last_words(log_lines)
-            why = {"type": "SlurmJobEnded", "message": state.sentence(job.job_id or "?")
+            why = {"type": FailureKind.SLURM_JOB_ENDED, "message": state.sentence(job.job_id or "?")
                    + ("; the step said: %s" % said if said else "")}
             if record is None:
                 record = store.host_failure(p.config, why["type"], why["message"])
@@ -466,7 +467,7 @@ def _take(job: Job, stem: str, folder: Path, opts: Options, shown: MatrixProgres
             code = _read_exit(folder)
             said = _last_words(log_lines)
             record = store.host_failure(
-                p.config, "ContainerExited" if code else "NoResult",
+                p.config, FailureKind.CONTAINER_EXITED if code else FailureKind.NO_RESULT,
                 ("the step exited with code %s on %s (Slurm job %s)%s"
                  % (code, info.get("node"), job.job_id, ": " + said if said else ""))
                 if code else takein.NO_RESULT)

@@ -2,12 +2,12 @@
 the kit says instead of "no kernel image is available" or "install the toolkit"."""
 from __future__ import annotations
 
+from bench.rules import FailureKind
 from envbench.cells import gpufit, resources
 from envbench.engine import gpu
 from envbench.engine.gpu import GpuInfo, GpuState
 from envbench.images import archs
 from envbench.matrix.models import Environment, Target
-from envbench.results import outcome
 
 SEED = Environment(python="3.8", torch="1.12.1", torchvision="0.13.1", cuda="11.6")
 CU130 = Environment(python="3.12", torch="2.14.1", cuda="13.0")
@@ -142,7 +142,7 @@ def test_a_gpu_in_mig_mode_is_read_and_refused_before_building(tmp_path, monkeyp
 def test_a_host_without_any_nvidia_gpu_refuses_gpu_cells_by_design_and_others_are_faults():
     none_here = GpuState(False, (), gpu.NO_RUNTIME)
     assert none_here.absent
-    assert gpufit.block("new", CU130, none_here, None).kind == outcome.NO_GPU
+    assert gpufit.block("new", CU130, none_here, None).kind == FailureKind.NO_GPU
     # A GPU on the bus without its driver, a driver without nvidia-smi, a remote engine:
     # faults to fix (or GPUs this machine cannot see), not a host without GPUs.
     for state in (GpuState(False, (), gpu.NO_RUNTIME, on_pci=True),

@@ -5,6 +5,7 @@ with the others) or is a valid result that renders; nothing in a file ends in a 
 """
 from __future__ import annotations
 
+import ast
 import copy
 import io
 import json
@@ -420,3 +421,31 @@ def test_the_schema_names_things_as_bench_rules_say():
         rules.SHA256)
     assert config["inputs"]["propertyNames"]["pattern"] == rules.json_schema_pattern(
         rules.INPUT_NAME)
+    assert schema["properties"]["epochs"]["maxItems"] == rules.MAX_EPOCHS
+    # The kinds of failure the kit records, listed where a reader of a result looks them up.
+    assert schema["$defs"]["error"]["properties"]["type"]["examples"] == sorted(
+        rules.FAILURE_KINDS)
+
+
+def _string_literals(path: Path) -> list[tuple[str, int]]:
+    return [(node.value, node.lineno) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def test_each_failure_kind_and_the_cifar_folder_is_spelled_in_bench_rules_alone():
+    """A kind written as a string in a second module is one a rename leaves behind (the
+    cloud path recorded "NoResults" where Docker and Slurm said "NoResult"); every writer
+    and reader takes bench.rules' names."""
+    from bench import rules
+
+    root = Path(contract.__file__).resolve().parents[2]
+    facts = set(rules.FAILURE_KINDS) | {rules.CIFAR_FOLDER}
+    assert len(facts) == len(rules.FAILURE_KINDS) + 1
+    spelled = ["%s:%d %r" % (path.relative_to(root), line, text)
+               for folder in ("bench", "envbench")
+               for path in sorted((root / folder).rglob("*.py"))
+               if path != root / "bench" / "rules.py"
+               for text, line in _string_literals(path) if text in facts]
+    assert spelled == []
+    # The scan sees what it looks for: rules.py itself spells each one.
+    assert facts <= {text for text, _ in _string_literals(root / "bench" / "rules.py")}

@@ -351,17 +351,18 @@ def test_a_cell_refused_on_this_host_never_replaces_one_measured_elsewhere(tmp_p
     """Results brought home from a machine that ran the cell, then the same cell refused here
     (no GPU): the measured one is reported; a refusal (no image) is shown where nothing was
     measured; a fault without an image (no runtime) is not this matrix's image."""
+    from bench.rules import FailureKind
     from envbench.cells import expansion, records
     from envbench.engine.host import Host
     from envbench.matrix import models
-    from envbench.results import outcome
 
     files = _selection_run(tmp_path)
     m = models.load(tmp_path / "matrix.yaml")
     cells = expansion.expand(m)
     folder = tmp_path / "reports" / "results"
     refused = []
-    for cell, kind in ((cells[0], outcome.NO_GPU), (cells[1], "GpuUnavailable")):
+    for cell, kind in ((cells[0], FailureKind.NO_GPU),
+                       (cells[1], FailureKind.GPU_UNAVAILABLE)):
         p = expansion.prepare(cell, m.targets["cpu"], Host(2, None), SYNTHETIC_DATA, None)
         records.failed(folder, p, m.targets["cpu"], kind, "said", None)
         refused.append(p)
@@ -376,10 +377,10 @@ def test_a_cell_refused_on_this_host_never_replaces_one_measured_elsewhere(tmp_p
         record = result.json.loads(path.read_text())
         if record["status"] == "failed":
             by_kind[record["error"]["type"]] = str(path)
-    assert reasons[by_kind[outcome.NO_GPU]] == ("refused where it ran; %s is a result of the "
+    assert reasons[by_kind[FailureKind.NO_GPU]] == ("refused where it ran; %s is a result of the "
                                                 "same cell from where it could run"
                                                 % files[("current", 32)].name)
-    assert reasons[by_kind["GpuUnavailable"]].startswith("another image of a (not built")
+    assert reasons[by_kind[FailureKind.GPU_UNAVAILABLE]].startswith("another image of a (not built")
     assert ">10.00<" in page and ">12.00<" in page
 
 
