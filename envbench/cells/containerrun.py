@@ -13,15 +13,14 @@ from typing import Any
 
 import docker
 import requests
-from docker.types import LogConfig, Mount
+from docker.types import LogConfig
 
 from bench.rules import FailureKind
-from envbench.cells import takein, traces
-from envbench.cells.resources import Resources, container_limits
+from envbench.cells import cellspec, takein, traces
+from envbench.cells.resources import Resources
 from envbench.cells.sensors import Sensors
-from envbench.engine import connection, gpu
+from envbench.engine import connection, gpu, sandbox
 from envbench.engine.connection import ENGINE_ERRORS, explain
-from envbench.engine.sandbox import locked_down
 from envbench.matrix.models import Target
 from envbench.matrix.workloads import WorkloadPlan
 from envbench.results import store
@@ -110,43 +109,32 @@ def remove_cell_folders(cells_dir: Path) -> int:
     return len(left)
 
 
-BYTECODE_TMPFS = 16 * 2**20  # what Python may write in a hidden __pycache__ (nothing, here)
-
-
 def container_options(args: list[str], resources: Resources, image: Any, mounts: Mounts,
                       cell_name: str, out_folder: Path,
                       workload: WorkloadPlan | None = None,
                       gpu_mode: str = gpu.GPUS) -> dict[str, Any]:
-    # Mount objects, not "host:container:mode" strings: a path holding ':' or ',' (a
-    # workload file named v1:final.py) is a path, not a volume specification Docker refuses.
-    binds = [Mount("/results", str(out_folder.resolve()), type="bind")]
-    if mounts.data_dir is not None:
-        binds.append(Mount("/data", str(mounts.data_dir.resolve()), type="bind", read_only=True))
-    if workload is not None and workload.path is not None:
-        # The user's code, read-only: the cell can neither change it nor leave files in it.
-        binds.append(Mount(str(workload.mount_point), str(workload.path), type="bind",
-                           read_only=True))
-        # Its bytecode caches hidden: the cell compiles the source the hash covers.
-        binds += [Mount("%s/%s" % (workload.mount_point, cache), None, type="tmpfs",
-                        tmpfs_size=BYTECODE_TMPFS) for cache in workload.bytecode_caches]
-        # Its inputs (weights, data of one's own), read-only, each where build() finds it.
-        binds += [Mount(given.mount_point, str(given.path), type="bind", read_only=True)
-                  for given in workload.inputs]
-    options: dict[str, Any] = dict(locked_down(image, resources.device), command=args,
-                                   mounts=binds,
-                                   labels={"envbench.cell": cell_name,
-                                           "envbench.host": connection.client_host(),
-                                           # whose run lock covers it (cells.runlock)
-                                           RESULTS_LABEL: str(mounts.results_dir.resolve())},
-                                   detach=True,
-                                   # A cell that prints without end fills no disk, and its
-                                   # log is read whole into memory only up to this size.
-                                   log_config=LogConfig(type="json-file", config={
-                                       "max-size": LOG_MAX_SIZE, "max-file": "1"}))
-    options.update(container_limits(resources))
-    if resources.device == "cuda":
-        options["device_requests"] = gpu.device_requests(gpu.requested_count(resources.gpus),
-                                                         gpu_mode)
+    """The cell's spec (cellspec) as this engine takes it, with what only Docker has: the
+    labels a later run finds its containers by, the log's cap and the GPU request."""
+    code = workload if workload is not None and workload.path is not None else None
+    files = cellspec.CellFiles(
+        results=str(out_folder.resolve()),
+        data=str(mounts.data_dir.resolve()) if mounts.data_dir is not None else None,
+        workload=str(code.path) if code is not None else None,
+        inputs=tuple(str(given.path) for given in code.inputs) if code is not None else ())
+    spec = cellspec.cell_spec(cell_name, image.id, image.id, (image.tags or [""])[0], args,
+                              resources, files, workload)
+    options = sandbox.docker_options(spec)
+    options.update(labels={"envbench.cell": cell_name,
+                           "envbench.host": connection.client_host(),
+                           # whose run lock covers it (cells.runlock)
+                           RESULTS_LABEL: str(mounts.results_dir.resolve())},
+                   detach=True,
+                   # A cell that prints without end fills no disk, and its log is read
+                   # whole into memory only up to this size.
+                   log_config=LogConfig(type="json-file", config={
+                       "max-size": LOG_MAX_SIZE, "max-file": "1"}))
+    if spec.gpus:
+        options["device_requests"] = gpu.device_requests(spec.gpus, gpu_mode)
     return options
 
 

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from envbench.engine.host import Host
-from envbench.matrix.grammars import size_bytes
 from envbench.matrix.models import Target, cpuset_size
 
 
@@ -105,19 +104,3 @@ def _gpus(target: Target, parallel: str) -> str | int | None:
 
 def _first_cores(count: int) -> str:
     return "0" if count == 1 else "0-%d" % (count - 1)
-
-
-def container_limits(resources: Resources) -> dict[str, Any]:
-    """The Docker SDK's keyword arguments for these resources (GPUs aside)."""
-    options: dict[str, Any] = {}
-    if resources.cpus is not None:
-        options["nano_cpus"] = int(resources.cpus * 1e9)
-    if resources.cpuset is not None:
-        options["cpuset_cpus"] = resources.cpuset
-    if resources.memory is not None:
-        memory = size_bytes(resources.memory)
-        options["mem_limit"] = memory
-        # memswap is memory + swap; equal to memory, a cell that needs more is an OOM.
-        swap = size_bytes(resources.swap) if resources.swap else 0
-        options["memswap_limit"] = memory + swap
-    return options

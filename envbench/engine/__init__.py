@@ -2,7 +2,8 @@
 machine the engine runs on.
 
 connection.py  connect, and the engine's failures as one sentence each
-sandbox.py     how every container of the kit is locked down
+spec.py        one container described once (mounts, environment, limits, lock-down)
+sandbox.py     a spec as the Docker SDK's arguments
 gpu.py         device requests, the GPU probe, nvidia-smi through the engine, driver minimums
 host.py        the engine host's CPUs and memory
 """

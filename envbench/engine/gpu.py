@@ -12,9 +12,10 @@ from typing import Any
 import docker
 from docker.types import DeviceRequest
 
-from envbench.engine import connection
+from envbench.engine import connection, sandbox
 from envbench.engine.connection import ENGINE_ERRORS
-from envbench.engine.sandbox import locked_down
+from envbench.engine.spec import ContainerSpec, cell_environment
+from envbench.users import host_user
 
 NVIDIA_FIX = ("install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure "
               "--runtime=docker` and restart dockerd")
@@ -132,8 +133,12 @@ def explain(exc: BaseException) -> str:
 
 def probe_options(image: Any, count: int, mode: str = GPUS) -> dict[str, Any]:
     """The probe container: locked down like a cell, with ``count`` GPUs (0: none)."""
-    options = dict(locked_down(image, "cuda"), entrypoint=["true"],
-                   labels={"envbench.cell": "gpu-probe"})
+    spec = ContainerSpec(name="gpu-probe", image=image.id, args=(),
+                         environment=cell_environment(image.id, (image.tags or [""])[0],
+                                                      "cuda"),
+                         # "/": the probe runs in images without the kit's layout too
+                         user=host_user(), workdir="/", entrypoint=("true",))
+    options = dict(sandbox.docker_options(spec), labels={"envbench.cell": "gpu-probe"})
     if count:
         options["device_requests"] = device_requests(count, mode)
     return options

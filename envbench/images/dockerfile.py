@@ -3,6 +3,7 @@ hash of everything that decides the image, which is its tag."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from bench import fingerprint
+from envbench.engine import spec
 from envbench.images.lock import Lock
 from envbench.matrix import grammars, sources
 from envbench.matrix.models import Environment
@@ -120,7 +122,8 @@ def plan(name: str, env: Environment, matrix_dir: Path, lock: Lock | None = None
     try:
         text = jinja.get_template(template_path.name).render(
             name=name, template=template_path.name, base=base, source=env.source, apt=apt,
-            python=env.python, torch=env.torch, cuda=env.cuda)
+            python=env.python, torch=env.torch, cuda=env.cuda, home=spec.HOME,
+            user=spec.USER, workdir=spec.WORKDIR, entrypoint=json.dumps(list(spec.ENTRY)))
     except SecurityError as exc:
         raise UserError("%s.dockerfile: %s reaches outside the template's sandbox (%s): "
                         "refused" % (where, template_path, exc))

@@ -24,19 +24,18 @@ from typing import Any, TextIO
 from bench import common
 from bench.rules import FailureKind
 from envbench import terminal, users
-from envbench.cells import console, dataset, records, schedule, takein, triage
+from envbench.cells import cellspec, console, dataset, records, schedule, takein, triage
 from envbench.cells import expansion as cellmod
 from envbench.cells.gpufit import GpuBlock
 from envbench.cells.matrixrun import build_images, data_dir_for
 from envbench.cells.progress import MatrixProgress
 from envbench.cells.resources import Resources
 from envbench.command_options import Options
-from envbench.engine import connection, sandbox
+from envbench.engine import connection
 from envbench.engine.host import Host
 from envbench.images.build import BuiltImage
 from envbench.matrix import inputs as inputmod
 from envbench.matrix import models
-from envbench.matrix.grammars import size_bytes
 from envbench.matrix.inputs import InputPlan
 from envbench.results import store
 from envbench.results.identity import DataIdentity
@@ -328,33 +327,24 @@ def _step(job: Job, p: cellmod.Prepared, use: ImageUse, image: BuiltImage,
           shared_data: Path | None, workload: Path | None, host: Host,
           inputs: list[tuple[InputPlan, Path]] | None = None) -> Step:
     res: Resources = p.resources
-    folder = job.run_dir / "cells" / p.file_stem / "results"
-    binds = [runtimes.Bind(str(folder), "/results", read_only=False)]
-    if shared_data is not None:
-        binds.append(runtimes.Bind(str(shared_data), "/data"))
     plan = p.cell.workload
-    if workload is not None and plan.mount_point is not None:
-        # The copy in shared_dir left the bytecode caches out (_copy_workload) and is mounted
-        # read-only: there is nothing to hide, and no folder a tmpfs could cover.
-        binds.append(runtimes.Bind(str(workload), plan.mount_point))
-    # Its inputs: the copies in shared_dir, read-only (a Bind is read-only unless it says).
-    binds += [runtimes.Bind(str(copied), given.mount_point) for given, copied in inputs or []]
-    for bind in binds:
-        if SHELL_ACTIVE & set(bind.source):
-            raise UserError("%s: a path holding $, `, \", \\ or a newline cannot be handed "
-                            "to a batch script's steps; move it" % bind.source)
-    environment = sandbox.cell_environment(image.image.id, image.plan.tag, res.device)
+    # The copies in shared_dir: the workload's left its bytecode caches out (_copy_workload),
+    # so there is nothing to hide; the inputs', in the plan's order.
+    files = cellspec.CellFiles(
+        results=str(job.run_dir / "cells" / p.file_stem / "results"),
+        data=str(shared_data) if shared_data is not None else None,
+        workload=str(workload) if workload is not None else None,
+        inputs=tuple(str(copied) for _, copied in inputs or []), hide_bytecode=False)
     gpus = 0
     if res.device == "cuda":
         gpus = res.gpus if isinstance(res.gpus, int) else job.block.gpu_count
-    launch = runtimes.Launch(
-        name=p.file_stem, image=use.reference, args=p.command(), binds=binds,
-        environment=environment, user=users.host_user(), cpus=res.cpus,
-        # Slurm binds a step to the CPUs it gave the job: a cpuset of the kit's own could
-        # name cores the step was not given. The quota and the thread count stay.
-        cpuset=None,
-        memory_bytes=size_bytes(res.memory) if res.memory else None,
-        swap_bytes=size_bytes(res.swap) if res.swap else 0, gpus=gpus)
+    # No cpuset: Slurm binds a step to the CPUs it gave the job.
+    launch = cellspec.cell_spec(p.file_stem, use.reference, image.image.id, image.plan.tag,
+                                p.command(), res, files, plan, pin_cpuset=False, gpus=gpus)
+    for bind in launch.binds:
+        if SHELL_ACTIVE & set(bind.source):
+            raise UserError("%s: a path holding $, `, \", \\ or a newline cannot be handed "
+                            "to a batch script's steps; move it" % bind.source)
     cpus = int(res.cpus) if res.cpus else host.cpus
     options = ["--cpus-per-task=%d" % max(1, cpus)]
     if job.block.runtime != "podman" and launch.memory_bytes:

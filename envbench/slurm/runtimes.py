@@ -1,7 +1,7 @@
-"""One cell's command line in each runtime a Slurm node may have, from one description of the
-cell: the same mounts as a Docker cell (results writable; data and the user's code read-only,
-its copy in shared_dir without bytecode caches), the same environment, and as locked down as
-the runtime allows. bench inside is unchanged: `python3 -m bench ARGS` in the image's /opt/envbench.
+"""A cell's container spec (envbench.engine.spec, made by envbench.cells.cellspec as for a
+Docker cell) as the command line of each runtime a Slurm node may have: the same mounts
+(results writable; data, the user's code and inputs read-only, their copies in shared_dir),
+the same environment, workdir and entrypoint, and as locked down as the runtime allows.
 
 - Podman (run in CI on a real cluster): the Docker cell's lockdown flag for flag; GPUs by CDI,
   the ones Slurm gave the step.
@@ -12,100 +12,112 @@ the runtime allows. bench inside is unchanged: `python3 -m bench ARGS` in the im
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
 
-from envbench.engine import sandbox
+from envbench.engine.spec import Bind, ContainerSpec
 
-WORKDIR = "/opt/envbench"  # the image's WORKDIR (images/_stack.Dockerfile.j2)
-ENTRY = ["python3", "-m", "bench"]  # the image's ENTRYPOINT
 # Expanded by the job's shell at each step: one CDI device per GPU Slurm gave the job.
 GPU_DEVICES = "${ENVBENCH_GPU_DEVICES[@]}"
-
-
-@dataclass(frozen=True)
-class Bind:
-    source: str
-    target: str
-    read_only: bool = True
-
-
-@dataclass(frozen=True)
-class Launch:
-    """A cell as every runtime needs it."""
-
-    name: str                          # the cell's file stem: names the container
-    image: str                         # podman: the image ID; apptainer: a SIF; pyxis: squashfs
-    args: list[str]                    # bench's arguments
-    binds: list[Bind]
-    environment: dict[str, str] = field(default_factory=dict)
-    user: str | None = None            # uid:gid (podman; the others run as the user anyway)
-    cpus: float | None = None
-    cpuset: str | None = None
-    memory_bytes: int | None = None
-    swap_bytes: int = 0
-    gpus: int = 0
 
 
 def container_name(stem: str) -> str:
     return "envbench-%s" % stem[:200]
 
 
-def podman(cell: Launch) -> list[str]:
+def _mount(bind: Bind) -> str:
+    """source:target:ro|rw, as Apptainer's --bind and Pyxis's --container-mounts take it."""
+    return "%s:%s:%s" % (bind.source, bind.target, "ro" if bind.read_only else "rw")
+
+
+def _no_scratch(spec: ContainerSpec, runtime: str) -> None:
+    # Apptainer and Enroot mount no tmpfs over one path; Slurm's copy of a workload has no
+    # __pycache__ to hide (slurm/run.py copies it without them), so none is asked for.
+    if spec.scratch:
+        raise ValueError("%s cannot hide %s" % (runtime, ", ".join(s.target for s in
+                                                                  spec.scratch)))
+
+
+def podman(spec: ContainerSpec) -> list[str]:
+    lock = spec.lockdown
     # --replace: a step killed with its job (Ctrl-C, a node lost) leaves its container
     # behind under the cell's name, which the same cell takes over when it runs again.
-    command = ["podman", "run", "--rm", "--replace", "--name", container_name(cell.name),
-               "--network", "none", "--cap-drop", "all", "--security-opt", "no-new-privileges",
-               "--read-only", "--tmpfs", "/tmp:%s" % sandbox.TMP_TMPFS,
-               # No --init: Podman's needs catatonit, which many nodes lack; bench as PID 1
-               # is stopped by Podman's SIGKILL after its timeout when a job is cancelled.
-               "--pids-limit", str(sandbox.PIDS_LIMIT),
-               "--shm-size", sandbox.SHM_SIZE, "--log-driver", "none"]
-    if cell.user:
-        command += ["--user", cell.user]
-    for name, value in sorted(cell.environment.items()):
+    command = ["podman", "run", "--rm", "--replace", "--name", container_name(spec.name),
+               "--network", lock.network, "--cap-drop", lock.cap_drop.lower()]
+    if lock.no_new_privileges:
+        command += ["--security-opt", "no-new-privileges"]
+    if lock.read_only_root:
+        command.append("--read-only")
+    # No --init: Podman's needs catatonit, which many nodes lack; bench as PID 1 is stopped
+    # by Podman's SIGKILL after its timeout when a job is cancelled.
+    command += ["--tmpfs", "/tmp:%s" % lock.tmp, "--pids-limit", str(lock.pids_limit),
+                "--shm-size", lock.shm_size, "--log-driver", "none"]
+    if spec.user:
+        command += ["--user", spec.user]
+    for name, value in sorted(spec.environment.items()):
         command += ["--env", "%s=%s" % (name, value)]
-    for bind in cell.binds:
+    for bind in spec.binds:
         command += ["--mount", "type=bind,source=%s,target=%s%s"
                     % (bind.source, bind.target, ",ro=true" if bind.read_only else "")]
-    if cell.cpus is not None:
-        command += ["--cpus", "%g" % cell.cpus]
-    if cell.cpuset is not None:
-        command += ["--cpuset-cpus", cell.cpuset]
-    if cell.memory_bytes is not None:
-        command += ["--memory", str(cell.memory_bytes),
-                    "--memory-swap", str(cell.memory_bytes + cell.swap_bytes)]
-    if cell.gpus:
+    for scratch in spec.scratch:
+        command += ["--mount", "type=tmpfs,target=%s,tmpfs-size=%d"
+                    % (scratch.target, scratch.size_bytes)]
+    if spec.cpus is not None:
+        command += ["--cpus", "%g" % spec.cpus]
+    if spec.cpuset is not None:
+        command += ["--cpuset-cpus", spec.cpuset]
+    if spec.memory_bytes is not None:
+        command += ["--memory", str(spec.memory_bytes),
+                    "--memory-swap", str(spec.memory_bytes + spec.swap_bytes)]
+    if spec.gpus:
         command.append(GPU_DEVICES)
-    return command + ["--workdir", WORKDIR, "--entrypoint", ENTRY[0], cell.image,
-                      *ENTRY[1:], *cell.args]
+    return command + ["--workdir", spec.workdir, "--entrypoint", spec.entrypoint[0],
+                      spec.image, *spec.entrypoint[1:], *spec.args]
 
 
-def apptainer(cell: Launch) -> list[str]:
+def apptainer(spec: ContainerSpec) -> list[str]:
+    _no_scratch(spec, "apptainer")
+    # --containall: its own /tmp, /dev, IPC and PID namespaces and no host home; --cleanenv:
+    # only the spec's variables. The image is read-only; --writable-tmpfs gives /tmp room.
     command = ["apptainer", "exec", "--containall", "--cleanenv", "--no-home",
-               "--writable-tmpfs", "--pwd", WORKDIR]
-    if cell.gpus:
+               "--writable-tmpfs", "--pwd", spec.workdir]
+    if spec.gpus:
         command.append("--nv")
-    for name, value in sorted(cell.environment.items()):
+    for name, value in sorted(spec.environment.items()):
         command += ["--env", "%s=%s" % (name, value)]
-    for bind in cell.binds:
-        command += ["--bind", "%s:%s:%s" % (bind.source, bind.target,
-                                            "ro" if bind.read_only else "rw")]
-    return command + [cell.image, *ENTRY, *cell.args]
+    for bind in spec.binds:
+        command += ["--bind", _mount(bind)]
+    return command + [spec.image, *spec.entrypoint, *spec.args]
 
 
-def pyxis(cell: Launch) -> list[str]:
+def pyxis(spec: ContainerSpec) -> list[str]:
     """The options srun takes for this cell (Pyxis's), and the command it runs inside."""
-    mounts = ["%s:%s:%s" % (b.source, b.target, "ro" if b.read_only else "rw")
-              for b in cell.binds]
-    command = ["--container-image=%s" % cell.image,
-               "--container-mounts=%s" % ",".join(mounts),
-               "--no-container-mount-home", "--container-workdir=%s" % WORKDIR,
+    _no_scratch(spec, "pyxis")
+    command = ["--container-image=%s" % spec.image,
+               "--container-mounts=%s" % ",".join(_mount(b) for b in spec.binds),
+               "--no-container-mount-home", "--container-workdir=%s" % spec.workdir,
                "--no-container-remap-root"]
-    environment = ["%s=%s" % item for item in sorted(cell.environment.items())]
-    return command + ["env", *environment, *ENTRY, *cell.args]
+    environment = ["%s=%s" % item for item in sorted(spec.environment.items())]
+    return command + ["env", *environment, *spec.entrypoint, *spec.args]
 
 
 BUILDERS = {"podman": podman, "apptainer": apptainer, "pyxis": pyxis}
+
+# The lock-down properties (engine.spec.Lockdown's fields) a runtime's command line cannot
+# carry, and what holds instead; tests/host/test_container_spec.py holds every renderer to
+# this list, and docs/hpc.md says it to users.
+_SITE = "the site's (its install and its Slurm cgroups decide)"
+LEFT_OUT = {
+    "podman": {"init": "no --init: Podman's needs catatonit, which many nodes lack"},
+    "apptainer": {
+        "network": "the node's network: --network needs a privileged or setuid install",
+        "cap_drop": _SITE, "no_new_privileges": _SITE,
+        "read_only_root": "the image is read-only; --writable-tmpfs lays a small tmpfs over it",
+        "tmp": "--containall gives the cell an empty /tmp of its own, without these options",
+        "pids_limit": _SITE, "shm_size": "the node's /dev/shm", "init": _SITE},
+    "pyxis": {
+        "network": "the node's network: Enroot shares it", "cap_drop": _SITE,
+        "no_new_privileges": _SITE, "read_only_root": _SITE, "tmp": _SITE,
+        "pids_limit": _SITE, "shm_size": "the node's /dev/shm", "init": _SITE},
+}
 
 
 def shell_words(words: list[str]) -> str:

@@ -17,7 +17,7 @@ from e2e_support import E2E_MATRIX, ROOT, envbench, gpu_refusal
 from bench.fingerprint import bench_sha256
 from envbench.cells import containerrun, expansion
 from envbench.cells.expansion import Cell
-from envbench.engine import gpu, sandbox
+from envbench.engine import gpu, spec
 from envbench.engine.host import Host
 from envbench.matrix import models
 from envbench.matrix.models import Settings, Target
@@ -236,7 +236,7 @@ def test_a_running_cell_is_locked_down_and_limited(client, first_run, tmp_path):
     assert tmp.startswith("tmpfs /tmp") and "noexec" not in tmp and "nosuid" in tmp, tmp
     shm = next(line for line in lines if line.split()[1:2] == ["/dev/shm"])
     assert "size=2097152k" in shm, shm  # shared memory for DataLoader workers
-    assert str(sandbox.PIDS_LIMIT) in lines, out
+    assert str(spec.PIDS_LIMIT) in lines, out
     # No memory in the target: the host's memory less a reserve, as the result records.
     limit = models.size_bytes(p.resources.memory)
     assert p.resources.memory_from == "host" and str(limit) in lines, out
@@ -263,7 +263,12 @@ def test_a_cell_sees_only_an_empty_folder_of_its_own(client, first_run, tmp_path
     base = _image(client, first_run, "debian-torch1.13")
     context = tmp_path / "context"
     context.mkdir()
-    (context / "Dockerfile").write_text('FROM %s\nENTRYPOINT ["sh", "-c"]\n' % base.id)
+    # Its bench is a shell: the cell's entrypoint is the kit's (`python3 -m bench` in the
+    # spec's workdir), what runs there is the stack's.
+    (context / "Dockerfile").write_text(
+        "FROM %s\nUSER root\nRUN printf '%%s\\n' 'import os, sys' "
+        "'os.execvp(\"sh\", [\"sh\", \"-c\", sys.argv[1]])' > %s/bench/__main__.py\n"
+        "USER %s\n" % (base.id, spec.WORKDIR, spec.USER))
     image, _ = client.images.build(path=str(context), tag="envbench-test/hostile-cell:1",
                                    rm=True, forcerm=True)
     results, logs = tmp_path / "results", tmp_path / "logs"
@@ -296,7 +301,7 @@ def test_the_gpu_probe_is_locked_down_like_a_cell(client, first_run):
     out = seen["text"]
     assert seen["lines"][0] == "lo" and "CapEff:\t0000000000000000" in out
     assert "NoNewPrivs:\t1" in out and "Read-only file system" in out
-    assert str(sandbox.PIDS_LIMIT) in seen["lines"] and seen["lines"][2] == str(os.getuid())
+    assert str(spec.PIDS_LIMIT) in seen["lines"] and seen["lines"][2] == str(os.getuid())
 
 
 def test_a_vanished_image_is_one_sentence_for_its_cell(client, first_run, tmp_path):

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from envbench.cells import expansion, resources
+from envbench.cells import cellspec, expansion, resources
+from envbench.engine import sandbox
 from envbench.matrix import models
 from envbench.matrix.models import Target
 from envbench.results.identity import SYNTHETIC as SYNTHETIC_DATA
@@ -40,9 +41,16 @@ def test_threads_quota_and_cores_agree(target, host, threads, cpus, cpuset, sour
     res = resources.plan(target, host)
     assert (res.threads, res.cpus, res.cpuset, res.threads_from) == (threads, cpus, cpuset,
                                                                       source)
-    limits = resources.container_limits(res)
+    limits = _docker(res)
     assert limits.get("nano_cpus") == (cpus * 10**9 if cpus else None)
     assert limits.get("cpuset_cpus") == cpuset
+
+
+def _docker(res: resources.Resources) -> dict:
+    """The limits as the engine gets them: the cell's spec rendered for Docker."""
+    spec = cellspec.cell_spec("a__cpu__r0", "sha256:0", "sha256:0", "envbench/a:0", [], res,
+                              cellspec.CellFiles(results="/tmp/x"), None)
+    return sandbox.docker_options(spec)
 
 
 def test_an_explicit_thread_count_wins_and_says_so():
@@ -52,10 +60,10 @@ def test_an_explicit_thread_count_wins_and_says_so():
 
 
 def test_memory_and_swap_limits():
-    no_swap = resources.container_limits(resources.plan(Target(device="cpu", memory="4g"), 2))
+    no_swap = _docker(resources.plan(Target(device="cpu", memory="4g"), 2))
     assert no_swap["mem_limit"] == no_swap["memswap_limit"] == 4 * 2**30
     swap = resources.plan(Target(device="cpu", memory="512m", swap="1g"), 2)
-    limits = resources.container_limits(swap)
+    limits = _docker(swap)
     assert limits["mem_limit"] == 512 * 2**20 and limits["memswap_limit"] == 512 * 2**20 + 2**30
     assert "memory 512m + swap 1g" in swap.describe()
     assert models.size_bytes("1024") == 1024

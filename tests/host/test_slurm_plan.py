@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 
 import pytest
 
+from envbench.engine.spec import Bind, ContainerSpec
 from envbench.matrix import models
 from envbench.slurm import cluster, runtimes
 from envbench.slurm.script import ImageUse, Step, render
@@ -79,12 +80,12 @@ def test_slurm_and_cloud_on_one_target_are_refused():
     assert "not both" in said
 
 
-def _launch(gpus: int = 0) -> runtimes.Launch:
-    return runtimes.Launch(
-        name="a__t__r0", image="IMAGE", args=["--device", "cpu", "--out", "/results/x.json"],
-        binds=[runtimes.Bind("/scratch/run/cells/x/results", "/results", read_only=False),
-               runtimes.Bind("/scratch/data/abc", "/data"),
-               runtimes.Bind("/scratch/workloads/sha/mine", "/workloads/mine")],
+def _launch(gpus: int = 0) -> ContainerSpec:
+    return ContainerSpec(
+        name="a__t__r0", image="IMAGE", args=("--device", "cpu", "--out", "/results/x.json"),
+        binds=(Bind("/scratch/run/cells/x/results", "/results", read_only=False),
+               Bind("/scratch/data/abc", "/data"),
+               Bind("/scratch/workloads/sha/mine", "/workloads/mine")),
         environment={"HOME": "/tmp", "NVIDIA_VISIBLE_DEVICES": "void"}, user="1000:1000",
         cpus=4, memory_bytes=2**31, gpus=gpus)
 
