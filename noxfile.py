@@ -171,7 +171,8 @@ def tests(session: nox.Session) -> None:
     # (envbench/provision.py, the one set-up module .ci/run and the demo use too).
     session.run("python", "-m", "envbench.provision", "tests")
     session.run("ruff", "check", ".")
-    session.run("vermin", "-t=3.8-", "--violations", "--no-tips", "-q", "bench/", "tools/noxw.py",
+    session.run("vermin", "-t=3.8-", "--violations", "--no-tips", "-q", "bench/",
+                "bootstrap/noxw.py",
                 # what a VM's set-up runs with its own python3 before anything is installed
                 "envbench/provision.py", "envbench/enginereach.py")
     session.run("lint-imports")  # the layering contract in pyproject.toml
@@ -223,4 +224,4 @@ def overhead(session: nox.Session) -> None:
     """Benchmark: plain tutorial loop vs bench classic vs resident, same data and torch."""
     # Any interpreter with torch + torchvision will do; ENVBENCH_BENCH_PYTHON picks another.
     python = os.environ.get("ENVBENCH_BENCH_PYTHON", DEBIAN_PYTHON)
-    session.run(python, "benchmarks/pipeline_overhead.py", *session.posargs, external=True)
+    session.run(python, "perf/pipeline_overhead.py", *session.posargs, external=True)

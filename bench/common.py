@@ -3,7 +3,7 @@
 sentence, a file the kit did not write read boundedly, pip's settings as pip weighs them, and a
 package index URL checked and shown without its credentials.
 
-Standard library only, Python 3.8 syntax: tools/noxw.py imports this by path.
+Standard library only, Python 3.8 syntax: bootstrap/noxw.py imports this by path.
 """
 from __future__ import annotations
 

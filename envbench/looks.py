@@ -14,7 +14,7 @@ were auto, and their count says at which look the run stopped.
 The shares: a quarter at the first look (where clear differences stop), half at the last
 (where close calls are decided with most repeats), and a quarter spread over the looks in
 between. Chosen by measurement against equal shares and against O'Brien–Fleming-like ones
-(benchmarks/verdict_calibration.py --designs; docs/method.md has the table): all three stay
+(perf/verdict_calibration.py --designs; docs/method.md has the table): all three stay
 below 5% false verdicts, and this one finds a real 5-10% difference most often.
 
 Within a run, every environment of one point (a target, a variant, --quick or not) takes

@@ -2,7 +2,7 @@
 
 Plain Python (no numpy on the host): inputs are a few dozen epoch times. The verdicts'
 test lives in envbench.verdicts; the two bootstraps here are what verdicts stood on before
-it, kept for the calibration harness (benchmarks/verdict_calibration.py --methods), which
+it, kept for the calibration harness (perf/verdict_calibration.py --methods), which
 measures them beside it.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ a repeat's slowness is multiplicative), with Welch's unequal-variance t: a GPU's
 a CPU's do not scatter alike, and Student's pooled t then calls identical stacks different
 far more often than its level says. Its interval, exp(d ± t_crit · se), is the interval the
 page prints, at the level the verdict is tested at, so the two cannot disagree. Why this
-test and not another, measured: docs/method.md and benchmarks/verdict_calibration.py.
+test and not another, measured: docs/method.md and perf/verdict_calibration.py.
 
 Everything a verdict needs is here: the test, its interval at any level, the p-value of a
 ratio beyond a margin (`compare`'s threshold), Holm's step-down over a page of them, the

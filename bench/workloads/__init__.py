@@ -25,7 +25,7 @@ from bench.rules import QUICK_LIMITS
 
 class Info(object):
     """A built-in workload as the catalog knows it, without torch: everything the host, the
-    report, the tests and the benchmarks need to know of it, in one place. Its model, data
+    report, the tests and the perf scripts need to know of it, in one place. Its model, data
     and loss are the module ``bench.workloads.<module>``'s ``make(info, config)``.
 
     data: "cifar10" for workloads that train on CIFAR-10 (or its seeded stand-in with
@@ -56,7 +56,7 @@ class Info(object):
         self.variant_of = variant_of
         # (train samples, test samples, batch): the smallest run that trains every part
         # (tests/bench/test_workloads.py), and a steady epoch of a few seconds on a 2-core CPU
-        # (benchmarks/workloads_cpu.py).
+        # (perf/workloads_cpu.py).
         self.smoke = smoke
         self.cpu_bench = cpu_bench
 

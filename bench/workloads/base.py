@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from bench import data as datasets
+from bench import datasets
 from bench.workloads import flops
 
 

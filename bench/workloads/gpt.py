@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench import data as datasets
+from bench import datasets
 from bench.workloads.base import Workload
 
 

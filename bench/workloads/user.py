@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from bench import batches, workloads
-from bench import data as datasets
+from bench import datasets
 from bench.common import first_line
 from bench.errors import WorkloadError
 from bench.workloads.base import Workload, cross_entropy

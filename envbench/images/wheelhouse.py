@@ -91,7 +91,7 @@ def kit_requirements() -> list[str]:
     return ["nox>=2024.3", "setuptools>=68", "wheel", *project["project"]["dependencies"]]
 
 
-NOXW_REQUIREMENTS = Path(__file__).resolve().parents[2] / "tools" / "noxw-requirements.txt"
+NOXW_REQUIREMENTS = Path(__file__).resolve().parents[2] / "bootstrap" / "noxw-requirements.txt"
 
 
 MANIFEST = "MANIFEST.sha256"  # written last: the folder is whole, and these are its files

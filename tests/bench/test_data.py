@@ -7,7 +7,7 @@ import pickle
 import pytest
 import torch
 
-from bench import data
+from bench import datasets as data
 from bench.errors import DataError
 
 np = pytest.importorskip("numpy", reason="numpy writes the official layout's test files")

@@ -1,6 +1,6 @@
 """The GPU happy path, where a CUDA GPU exists (a lent GPU machine, a GPU VM): one real CUDA
 run of bench, natively. Elsewhere every test here skips and says why; these skips are not
-counted as coverage of anything (`benchmarks/gpu_path.py` runs this file on a lent GPU)."""
+counted as coverage of anything (`perf/gpu_path.py` runs this file on a lent GPU)."""
 from __future__ import annotations
 
 import pytest
@@ -12,7 +12,7 @@ from bench.result import PHASES
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     not torch.cuda.is_available(),
     reason="no CUDA GPU here (torch.cuda.is_available() is False): the GPU happy path runs "
-           "on a GPU host (benchmarks/gpu_path.py runs it on a lent one)")]
+           "on a GPU host (perf/gpu_path.py runs it on a lent one)")]
 
 
 def test_one_cuda_run_names_its_gpu_splits_its_time_and_measures_its_memory(tmp_path):

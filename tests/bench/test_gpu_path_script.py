@@ -1,4 +1,4 @@
-"""benchmarks/gpu_path.py, the script a lent GPU runs, smoke-tested here on the CPU: it must
+"""perf/gpu_path.py, the script a lent GPU runs, smoke-tested here on the CPU: it must
 run bench, keep every result, check it against the schema and print its table."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bench_helpers import ROOT, problems
 
 def test_the_gpu_script_runs_its_list_and_checks_what_it_wrote(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "benchmarks/gpu_path.py", "--out", str(out),
+    proc = subprocess.run([sys.executable, "perf/gpu_path.py", "--out", str(out),
                            "--device", "cpu", "--limit", "512", "--only", "resident",
                            "resident-ddp1-nccl", "resident-dp"], cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -171,7 +171,7 @@ def test_noxw_starts_from_nothing_and_the_doctor_reaches_the_engine(client, vm_i
     code, out, cold = _run(client, vm_image, checkout, "./noxw --version && ./noxw -s doctor",
                            socket=True, group=True)
     assert "[noxw] fetching uv 0.13.9" in out, out[-3000:]
-    assert "installing nox (tools/noxw-requirements.txt, hashes checked)" in out
+    assert "installing nox (bootstrap/noxw-requirements.txt, hashes checked)" in out
     assert "Creating virtual environment (uv)" in out
     assert re.search(r"✔ Docker engine \S+ answers as this user, without sudo", out), out[-3000:]
     assert "Traceback" not in out

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cifar_fixture import write_cifar
 
-from bench import data
+from bench import datasets as data
 from envbench.cells import dataset
 from envbench.user_errors import UserError
 

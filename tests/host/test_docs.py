@@ -166,7 +166,7 @@ def test_the_environment_page_lists_every_variable_the_kit_reads_and_no_other():
     that the kit names (and PYTORCH_INDEX_URL, which the shipped matrix reads)."""
     sources = [ROOT / "noxw", ROOT / "noxfile.py", ROOT / "matrix.yaml",
                *sorted((ROOT / "envbench").rglob("*.py")), *sorted((ROOT / "bench").rglob("*.py")),
-               *sorted((ROOT / "tools").glob("*.py"))]
+               *sorted((ROOT / "tools").glob("*.py")), *sorted((ROOT / "bootstrap").glob("*.py"))]
     pattern = re.compile(r"\b(ENVBENCH_[A-Z_]+|DOCKER_(?:HOST|CONTEXT|CONFIG|TLS_VERIFY|"
                          r"CERT_PATH)|PYTORCH_INDEX_URL)\b")
     read = {name for path in sources for name in pattern.findall(path.read_text("utf-8"))}

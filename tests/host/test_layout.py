@@ -89,3 +89,14 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
     (tmp_path / "envbench" / "d.py").write_text("from envbench import a\n")
     found = cycles(import_graph(tmp_path))
     assert found == [["envbench.a", "envbench.b", "envbench.c"]]
+
+
+def test_no_module_name_is_on_both_sides():
+    """bench/ runs in the images, envbench/ on the host: a data.py on each side read as one
+    (a traceback, a grep, an import written from memory) is the wrong one half the time.
+    Package files (__init__, __main__) are the exception that every package has."""
+    names = {package: {p.name for p in (ROOT / package).rglob("*.py")
+                       if p.name not in ("__init__.py", "__main__.py")}
+             for package in PACKAGES}
+    assert names["bench"] and names["envbench"]
+    assert names["bench"] & names["envbench"] == set()

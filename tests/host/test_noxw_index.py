@@ -12,7 +12,7 @@ import pytest
 from simple_index import serving
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = importlib.util.spec_from_file_location("noxw", ROOT / "tools" / "noxw.py")
+SPEC = importlib.util.spec_from_file_location("noxw", ROOT / "bootstrap" / "noxw.py")
 noxw = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(noxw)
 

@@ -1,6 +1,6 @@
 """Verdicts as the page gives them: each page's verdict is the calibrated test's on the
 files it read, the page's comparisons are tested together as Holm says, and the harness's
-short run (benchmarks/verdict_calibration.py --short) holds the false-verdict rate to 5%."""
+short run (perf/verdict_calibration.py --short) holds the false-verdict rate to 5%."""
 from __future__ import annotations
 
 import importlib.util
@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _harness():
-    """benchmarks/verdict_calibration.py as a module (its dataclasses need it registered)."""
+    """perf/verdict_calibration.py as a module (its dataclasses need it registered)."""
     if "verdict_calibration" not in sys.modules:
         spec = importlib.util.spec_from_file_location(
-            "verdict_calibration", ROOT / "benchmarks" / "verdict_calibration.py")
+            "verdict_calibration", ROOT / "perf" / "verdict_calibration.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
@@ -127,7 +127,7 @@ def test_the_pages_comparisons_are_tested_together_at_holms_levels(tmp_path):
 
 
 def test_the_harness_short_run_holds_false_verdicts_to_five_percent():
-    proc = subprocess.run([sys.executable, "benchmarks/verdict_calibration.py", "--short",
+    proc = subprocess.run([sys.executable, "perf/verdict_calibration.py", "--short",
                            "--trials", "3000"], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
     print(proc.stdout)

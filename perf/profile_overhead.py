@@ -10,7 +10,7 @@ and prints the median steady epoch of each, the ratio profiled / plain with its 
 the epochs, the top five operators, and achieved / achievable FLOP/s (train-step FLOPs per
 sample x samples/s, over the probe's best matmul rate).
 
-    python benchmarks/profile_overhead.py [--rounds 5] [--epochs 3] [--workload NAME ...]
+    python perf/profile_overhead.py [--rounds 5] [--epochs 3] [--workload NAME ...]
 
 Run it alone: on a 2-core VM any other load spoils the figures (see workloads_cpu.py on the
 spread between processes).
@@ -27,7 +27,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, os.path.join(ROOT, "perf"))
 
 from workloads_cpu import SIZES, bench_args  # noqa: E402  (a sibling script, not a package)
 

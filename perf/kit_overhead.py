@@ -9,7 +9,7 @@ result read, the record saved. It prints the kit's own figure (host wall minus b
 the line every matrix run prints), its median over the cells, and each step's median
 ("container wait" holds bench's own run: the kit's part is the rest).
 
-    python benchmarks/kit_overhead.py [--repeats 9] [--matrix reports/demo/matrix.yaml]
+    python perf/kit_overhead.py [--repeats 9] [--matrix reports/demo/matrix.yaml]
 
 --matrix runs another matrix's cells instead (the demo's, as `./noxw -s demo` wrote it: the
 figure the demo prints), each with its images built already.

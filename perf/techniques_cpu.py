@@ -5,7 +5,7 @@ For each model (lenet, lenet-gap, lenet-dws) it runs bench with --parallel none 
 rounds so that drift on the machine hits every variant alike, and prints each model's
 parameters and FLOPs, the median steady epoch over rounds, and ddp's speedup and efficiency.
 
-    python benchmarks/techniques_cpu.py [--python PY] [--rounds 3] [--epochs 3]
+    python perf/techniques_cpu.py [--python PY] [--rounds 3] [--epochs 3]
                                         [--limit 20000] [--threads 2]
 
 Run it alone: on a small machine any other load makes the figures meaningless.

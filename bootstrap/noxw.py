@@ -7,7 +7,7 @@ before the kit runs. This needs none of them:
 1. uv, pinned: its wheel for this platform is taken from a find-links folder or fetched from
    the package index (retried, resumed, its size capped), its sha256 checked against the pin
    below, and its binary kept in the cache (ENVBENCH_CACHE, else ~/.cache/envbench).
-2. nox, hash-locked (tools/noxw-requirements.txt), in a venv that uv makes on a Python >= 3.10:
+2. nox, hash-locked (bootstrap/noxw-requirements.txt), in a venv that uv makes on a Python >= 3.10:
    this one where it fits, else another on PATH, else a Python uv downloads.
 3. nox runs with uv as its venv backend; what is set for pip (PIP_INDEX_URL, pip.conf's
    index-url, extra-index-url, find-links, constraint, cert) is passed on to uv, which does not
@@ -66,7 +66,7 @@ UV_WHEELS = {
 }
 UV_WHEELS[("linux", "aarch64", "musl")] = UV_WHEELS[("linux", "aarch64", "glibc")]
 UV_WHEELS[("darwin", "aarch64", "")] = UV_WHEELS[("darwin", "arm64", "")]
-REQUIREMENTS = ROOT / "tools" / "noxw-requirements.txt"
+REQUIREMENTS = ROOT / "bootstrap" / "noxw-requirements.txt"
 ATTEMPTS = 5
 
 
@@ -442,7 +442,7 @@ def ensure_nox(uv, env):
     marker = venv / "COMPLETE"
     if nox.exists() and marker.exists():
         return nox
-    say("installing nox (tools/noxw-requirements.txt, hashes checked) for Python %s"
+    say("installing nox (bootstrap/noxw-requirements.txt, hashes checked) for Python %s"
         % ("%d.%d" % sys.version_info[:2] if python == sys.executable else python))
     # The lock pins every version and hash: constraints meant for other installs (pip.conf's,
     # say) would only make --require-hashes refuse it.

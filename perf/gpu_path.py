@@ -3,7 +3,7 @@
 Runs natively (no Docker) on a machine whose python3 has torch and torchvision, e.g. a lent
 GPU VM, as ONE script that ends inside its deadline:
 
-    python3 benchmarks/gpu_path.py --out "$OUT" [--deadline-s 420] [--only NAME ...]
+    python3 perf/gpu_path.py --out "$OUT" [--deadline-s 420] [--only NAME ...]
 
 First the race to 1,000,000 training images/s (a 50 ms epoch), within --race-share of the
 deadline: the resident pipeline with bf16, channels_last, CUDA graphs (compile

@@ -12,7 +12,7 @@ bench / plain (the goal: within 1.03) with its 95% interval (the kit's two-stage
 runs, then epochs within them, since epochs of one process are not independent draws), and
 bench's throughput in the workload's unit.
 
-    python benchmarks/workloads_cpu.py [--rounds 5] [--epochs 3] [--workload NAME ...]
+    python perf/workloads_cpu.py [--rounds 5] [--epochs 3] [--workload NAME ...]
 
 Needs torch and the envbench package (its statistics; no torchvision: both sides use the
 resident pipeline's data). Run it alone: on a small machine any other load spoils the figures,

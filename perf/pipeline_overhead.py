@@ -7,7 +7,7 @@ on the machine hits every variant alike:
   resident  python -m bench --pipeline resident
 and prints median steady-epoch times and the ratios classic/plain and classic/resident.
 
-    python benchmarks/pipeline_overhead.py [--rounds 3] [--epochs 2] [--batch-size 256]
+    python perf/pipeline_overhead.py [--rounds 3] [--epochs 2] [--batch-size 256]
 
 Needs torch and torchvision (e.g. Debian's python3-torch + python3-torchvision).
 """
@@ -32,7 +32,7 @@ def plain_loop(args: argparse.Namespace) -> list[float]:
     import torchvision.transforms as transforms
     from torch import nn, optim
 
-    from bench.data import synthetic
+    from bench.datasets import synthetic
     from bench.pipelines import CifarDataset
     from bench.workloads.lenet import LeNet
 

@@ -21,7 +21,7 @@ kind and counts the pages that claim a difference. --short is the CI check: the 
 3 to 8 repeats and auto, A/A only; exit 1 where the lower bound of a false-verdict rate's
 95% interval is above 5%.
 
-    python benchmarks/verdict_calibration.py [--trials 4000] [--methods] [--designs]
+    python perf/verdict_calibration.py [--trials 4000] [--methods] [--designs]
         [--pages 200] [--short] [--seed 0] [FOLDER ...]
 
 Pure computation: it may run beside other work (no timing is taken).
