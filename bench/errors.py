@@ -1,14 +1,14 @@
 """Every failure bench expects, and how any failure is told in a result's error section.
 
-Imports nothing but bench.common (the standard library): the CLI needs it before torch is
-imported, and a spawned ddp rank reports its failure through it to rank 0.
+Imports nothing but bench.messages and bench.rules (the standard library): the CLI needs it
+before torch is imported, and a spawned ddp rank reports its failure through it to rank 0.
 """
 from __future__ import annotations
 
 import sys
 from typing import Dict
 
-from bench.common import first_line
+from bench.messages import first_line
 from bench.rules import FailureKind
 
 

@@ -25,9 +25,9 @@ import time
 import torch
 
 from bench import errors, result
-from bench.common import first_line
 from bench.compat import torch_version
 from bench.errors import RankFailed, UnsupportedOption
+from bench.messages import first_line
 
 RENDEZVOUS_TIMEOUT_S = 300
 # A rank that wrote its done marker and is still alive this long after is ended: its work is

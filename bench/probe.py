@@ -18,7 +18,7 @@ from time import perf_counter
 import torch
 from torch.nn import functional
 
-from bench.common import first_line
+from bench.messages import first_line
 
 DTYPES = {"off": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Matmul sizes: n x n times n x n. A GPU needs large ones to fill its SMs; two CPU cores are

@@ -20,7 +20,7 @@ import torch
 
 from bench import interrupts
 from bench.batches import rows
-from bench.common import first_line
+from bench.messages import first_line
 
 # Steps before the window (caches, autotuning, a compiled graph's first calls) and in it:
 # as many as last about WINDOW_TARGET_S (a 5 ms LeNet step alone would give a window too

@@ -36,13 +36,9 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # bench.common: standard library only, like this file
-from bench.common import (  # noqa: E402
-    PIP_DEFAULT_QUERY,
-    http_url,
-    pip_settings,
-    without_credentials,
-)
+sys.path.insert(0, str(ROOT))  # bench's shared modules: standard library only, like this file
+from bench.pipconfig import PIP_DEFAULT_QUERY, pip_settings  # noqa: E402
+from bench.urls import http_url, without_credentials  # noqa: E402
 
 UV_VERSION = "0.13.9"
 # (wheel file, sha256, size in bytes) per platform, from the index's own listing of uv 0.13.9.
@@ -83,7 +79,7 @@ def cache_root():
         / "noxw"
 
 
-# --- pip's configuration (bench.common reads it the way pip does), passed on to uv
+# --- pip's configuration (bench.pipconfig reads it the way pip does), passed on to uv
 
 def uv_environment(pip):
     """uv's names for what pip has configured, where uv's own are not set."""

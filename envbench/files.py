@@ -1,4 +1,4 @@
-"""Reading a file the kit did not write, boundedly (bench.common's reader, which bench and
+"""Reading a file the kit did not write, boundedly (bench.boundedread's reader, which bench and
 ./noxw use too: no link followed, no FIFO waited on, only a regular file, no more than a cap),
 as UTF-8 text with words for what it is instead. Also the names people give things, held to
 what they look like."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from bench.common import Unreadable, read_regular, regular
+from bench.boundedread import Unreadable, read_regular, regular
 
 __all__ = ["Unreadable", "decode_utf8", "hidden_character", "read_regular", "regular",
            "skeleton"]

@@ -27,8 +27,9 @@ import urllib.parse
 from pathlib import Path
 from typing import TextIO
 
-from bench import common
-from bench.common import PIP_DEFAULT_QUERY, http_url, without_credentials
+from bench import pipconfig
+from bench.pipconfig import PIP_DEFAULT_QUERY
+from bench.urls import http_url, without_credentials
 from envbench import enginereach, stopping
 from envbench.user_errors import BadInput, UserError
 
@@ -44,8 +45,8 @@ def say(out: TextIO, text: str) -> None:
 
 def pip_settings() -> dict[str, str]:
     """pip's settings by name ('index-url', 'cert', 'proxy', ...) as pip weighs them
-    (bench.common reads them, for ./noxw too); a file passed over is said on stderr."""
-    return common.pip_settings(warn=lambda text: say(sys.stderr, text))
+    (bench.pipconfig reads them, for ./noxw too); a file passed over is said on stderr."""
+    return pipconfig.pip_settings(warn=lambda text: say(sys.stderr, text))
 
 
 def index_environment(base: dict[str, str] | None = None) -> dict[str, str]:

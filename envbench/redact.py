@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.common import without_credentials
+from bench.urls import without_credentials
 
 
 def credentials(text: str) -> str:

@@ -17,8 +17,8 @@ import stat
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
-from bench import common
-from bench.common import kind_of
+from bench import boundedread
+from bench.boundedread import kind_of
 from bench.errors import WorkloadError
 from bench.rules import QUICK_LIMITS
 
@@ -197,7 +197,7 @@ def _hash_file(sha, name: str, full: str, left: int) -> int:
     not hang the hash), checked to be a regular file, and read no further than ``left``
     bytes (the size a stat gives may lie). Returns the bytes read."""
     try:
-        with common.regular(full, left) as stream:
+        with boundedread.regular(full, left) as stream:
             read = 0
             while True:
                 block = stream.read(min(1 << 20, left - read + 1))
@@ -207,7 +207,7 @@ def _hash_file(sha, name: str, full: str, left: int) -> int:
                 if read > left:
                     break
                 sha.update(block)
-    except common.Unreadable as exc:
+    except boundedread.Unreadable as exc:
         if exc.what is not None:  # a link or a special file, swapped in after the walk
             raise WorkloadError("%s became %s while it was read" % (name, exc.what))
         if exc.kind == "os":

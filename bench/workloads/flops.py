@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from bench import batches
-from bench.common import first_line
+from bench.messages import first_line
 
 
 def count(model, example):

@@ -40,10 +40,9 @@ import traceback
 import torch
 from torch import nn
 
-from bench import batches, workloads
-from bench import datasets
-from bench.common import first_line
+from bench import batches, datasets, workloads
 from bench.errors import WorkloadError
+from bench.messages import first_line
 from bench.workloads.base import Workload, cross_entropy
 
 MODULE_NAME = "envbench_workload"

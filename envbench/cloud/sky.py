@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any, TextIO
 
-from bench.common import first_line
+from bench.messages import first_line
 from envbench.cloud.launcher import LineStream, ProvisionFailed, Remote
 from envbench.matrix.models import CONTAINER_INFRA, Cloud
 from envbench.user_errors import UserError

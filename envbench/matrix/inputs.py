@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import common
-from bench.common import kind_of
+from bench import boundedread
+from bench.boundedread import kind_of
 from envbench import cache, users
 from envbench.matrix import sources
 from envbench.matrix.models import InputChoice
@@ -188,13 +188,13 @@ def _hash_file(f: _File, where: str) -> str:
     sha = hashlib.sha256()
     try:
         # The cap is the size the walk saw: a file growing under the hash is refused.
-        with common.regular(f.full, f.size) as stream:
+        with boundedread.regular(f.full, f.size) as stream:
             while True:
                 block = stream.read(BLOCK)
                 if not block:
                     break
                 sha.update(block)
-    except common.Unreadable as exc:
+    except boundedread.Unreadable as exc:
         raise BadInput("%s: %s cannot be read: %s" % (where, f.full, exc))
     return sha.hexdigest()
 

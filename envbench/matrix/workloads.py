@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import workloads as catalog
-from bench.common import kind_of
+from bench.boundedread import kind_of
 from bench.errors import WorkloadError
 from bench.rules import QUICK_LIMITS
 from envbench.matrix import inputs as inputmod

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
-from bench import common
+from bench import boundedread
 from bench.rules import FailureKind
 from envbench import terminal, users
 from envbench.cells import cellspec, console, dataset, records, schedule, takein, triage
@@ -508,11 +508,11 @@ def _save_log(folder: Path, log_path: Path) -> list[str]:
     """The step's log, as much of its end as the host keeps, read without following a link
     (the step wrote it in shared_dir, which a node's user can also write)."""
     try:
-        with common.regular(folder / "log", 1 << 62) as stream:
+        with boundedread.regular(folder / "log", 1 << 62) as stream:
             size = os.fstat(stream.fileno()).st_size
             stream.seek(max(0, size - takein.LOG_CAP))
             data = stream.read(takein.LOG_CAP)
-    except (OSError, common.Unreadable):
+    except (OSError, boundedread.Unreadable):
         return []
     return takein.keep_log(data, log_path)
 

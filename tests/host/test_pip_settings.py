@@ -1,4 +1,4 @@
-"""pip's settings, read without pip (bench.common: ./noxw on a stock VM has no pip, and the
+"""pip's settings, read without pip (bench.pipconfig: ./noxw on a stock VM has no pip, and the
 host's fetches use the same reader), against pip itself: `pip config list` in the same
 environment is the oracle, weighed the way pip weighs what it lists. A file pip cannot read
 is passed over by name, and a FIFO is not waited on."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import pip_config_files, pip_settings
+from bench.pipconfig import pip_config_files, pip_settings
 
 # pip's own reading of its files and variables (its Configuration, as `pip install` loads
 # it: each file's values in pip's order, the variables last), weighed the way pip's options
@@ -62,7 +62,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def ours(env: dict[str, str], said: list[str] | None = None) -> dict[str, str]:
-    """bench.common's reading with ``env`` as the environment (its HOME included)."""
+    """bench.pipconfig's reading with ``env`` as the environment (its HOME included)."""
     return pip_settings(env, warn=None if said is None else said.append)
 
 

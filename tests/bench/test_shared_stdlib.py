@@ -1,7 +1,8 @@
-"""bench.common, which bench, the host and ./noxw share: an exception's first line (never an
-IndexError, whatever the message), a bounded read of a file the kit did not write (on real
-links, FIFOs, sockets and files past their cap), and an index URL checked and quoted without
-credentials. pip's settings against pip itself: tests/host/test_pip_settings.py."""
+"""bench's standard-library modules, which bench, the host and ./noxw share: an exception's
+first line (never an IndexError, whatever the message), a bounded read of a file the kit did
+not write (on real links, FIFOs, sockets and files past their cap), and an index URL checked
+and quoted without credentials. pip's settings against pip itself:
+tests/host/test_pip_settings.py."""
 from __future__ import annotations
 
 import os
@@ -10,14 +11,9 @@ import threading
 
 import pytest
 
-from bench.common import (
-    NO_MESSAGE,
-    Unreadable,
-    first_line,
-    http_url,
-    read_regular,
-    without_credentials,
-)
+from bench.boundedread import Unreadable, read_regular
+from bench.messages import NO_MESSAGE, first_line
+from bench.urls import http_url, without_credentials
 
 
 @pytest.mark.parametrize("message, expected", [
