@@ -16,11 +16,13 @@ from typing import Any, TextIO
 import docker
 
 from envbench.cells import dataset, matrixrun
+from envbench.cells.expansion import Cell
 from envbench.command_options import Options
 from envbench.engine import connection
 from envbench.engine.host import Host
 from envbench.images import bases, dockerfile
 from envbench.images import lock as lockmod
+from envbench.matrix import models
 from envbench.user_errors import UserError
 
 
@@ -35,58 +37,11 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
     err = err or sys.stderr
     selected = matrixrun.select_cells(opts)
     m, cells = selected.matrix, selected.every
-    for cell in selected.here:
-        print(cell.label, file=out)
-    for cell in selected.slurm:
-        block = m.targets[cell.target].slurm
-        assert block is not None
-        print("%s: a step of %s's batch job (partition %s, %s; ./noxw -s slurm)"
-              % (cell.label, cell.target, block.partition, block.runtime), file=out)
-    for cell in selected.cloud:
-        print("%s: on %s's own VM (./noxw -s cloud)" % (cell.label, cell.target), file=out)
-    for name in dict.fromkeys(c.target for c in cells):
-        target = m.targets[name]
-        if target.cloud is not None:
-            c = target.cloud
-            print("cloud target %s: %s on %s%s, autostop %d min; ./noxw -s cloud -- --dry-run "
-                  "shows its plan and price" % (name, c.accelerators or "a CPU VM",
-                                                c.infra or "any cloud",
-                                                " (spot)" if c.use_spot else "",
-                                                c.autostop_minutes), file=out)
-    # Each workload's inputs once, with the digest a matrix may pin them to (sha256:).
-    workloads = {c.workload.name: c.workload for c in cells if c.workload.inputs}
-    for name, plan in workloads.items():
-        for given in plan.inputs:
-            print("workload %s, input %s" % (name, given.describe()), file=out)
+    _print_cells(selected, out)
     matrixrun.print_resources(m, selected.here, Host.local(), out)
     problems: list[str] = []
     warnings: list[str] = []
-    plans: dict[str, Any] = {}
-    matrix_dir = opts.matrix_dir
-    for name in dict.fromkeys(c.environment for c in cells):
-        env = m.environments[name]
-        try:
-            current = None
-            if env.source == "pip":
-                found = lockmod.status(name, env, matrix_dir, opts.locks_dir)
-                state, current = found.state, found.lock
-                where = lockmod.path_for(opts.locks_dir, name)
-                if state is lockmod.LockState.STALE:
-                    problems.append("environments.%s: %s is stale (its inputs changed); run "
-                                    "`./noxw -s lock`" % (name, where))
-                elif state is lockmod.LockState.MISSING and opts.frozen:
-                    problems.append("environments.%s: %s is missing and --frozen forbids "
-                                    "creating it; run `./noxw -s lock`" % (name, where))
-                elif state is lockmod.LockState.MISSING:
-                    why = (" (the kit commits locks only for stacks on the default index: "
-                           "the index this one names is not reachable where the kit is "
-                           "developed)" if env.index_url else "")
-                    warnings.append("environments.%s: no committed lock%s: `bench` will "
-                                    "resolve %s (or run `./noxw -s lock` and commit it)"
-                                    % (name, why, where))
-            plans[name] = dockerfile.plan(name, env, matrix_dir, current, m.needs_compiler)
-        except UserError as exc:
-            problems.append(str(exc))
+    plans = _plans(opts, m, cells, problems, warnings)
     reads_data = any(c.workload.data == "cifar10" for c in cells)
     if reads_data and not (opts.synthetic or m.benchmark.data == "synthetic"):
         root = opts.data_dir or dataset.default_cache()
@@ -119,6 +74,71 @@ def run(opts: Options, out: TextIO = sys.stdout, err: TextIO | None = None) -> i
                                      " (%s)" % split if selected.slurm or selected.cloud
                                      else ""), file=out)
     return 0
+
+
+def _print_cells(selected: matrixrun.Selection, out: TextIO) -> None:
+    """Each asked cell, where it would run, and each workload's inputs with their digests."""
+    m, cells = selected.matrix, selected.every
+    for cell in selected.here:
+        print(cell.label, file=out)
+    for cell in selected.slurm:
+        block = m.targets[cell.target].slurm
+        assert block is not None
+        print("%s: a step of %s's batch job (partition %s, %s; ./noxw -s slurm)"
+              % (cell.label, cell.target, block.partition, block.runtime), file=out)
+    for cell in selected.cloud:
+        print("%s: on %s's own VM (./noxw -s cloud)" % (cell.label, cell.target), file=out)
+    for name in dict.fromkeys(c.target for c in cells):
+        c = m.targets[name].cloud
+        if c is not None:
+            print("cloud target %s: %s on %s%s, autostop %d min; ./noxw -s cloud -- --dry-run "
+                  "shows its plan and price" % (name, c.accelerators or "a CPU VM",
+                                                c.infra or "any cloud",
+                                                " (spot)" if c.use_spot else "",
+                                                c.autostop_minutes), file=out)
+    # Each workload's inputs once, with the digest a matrix may pin them to (sha256:).
+    workloads = {c.workload.name: c.workload for c in cells if c.workload.inputs}
+    for name, plan in workloads.items():
+        for given in plan.inputs:
+            print("workload %s, input %s" % (name, given.describe()), file=out)
+
+
+def _plans(opts: Options, m: models.Matrix, cells: list[Cell], problems: list[str],
+           warnings: list[str]) -> dict[str, Any]:
+    """Each asked environment's image planned as a build would plan it (its lock's state
+    said), without building; what stops one is a problem."""
+    plans: dict[str, Any] = {}
+    for name in dict.fromkeys(c.environment for c in cells):
+        env = m.environments[name]
+        try:
+            current = None
+            if env.source == "pip":
+                found = lockmod.status(name, env, opts.matrix_dir, opts.locks_dir)
+                current = found.lock
+                _lock_state(name, env, found.state, opts, problems, warnings)
+            plans[name] = dockerfile.plan(name, env, opts.matrix_dir, current,
+                                          m.needs_compiler)
+        except UserError as exc:
+            problems.append(str(exc))
+    return plans
+
+
+def _lock_state(name: str, env: models.Environment, state: lockmod.LockState, opts: Options,
+                problems: list[str], warnings: list[str]) -> None:
+    where = lockmod.path_for(opts.locks_dir, name)
+    if state is lockmod.LockState.STALE:
+        problems.append("environments.%s: %s is stale (its inputs changed); run "
+                        "`./noxw -s lock`" % (name, where))
+    elif state is lockmod.LockState.MISSING and opts.frozen:
+        problems.append("environments.%s: %s is missing and --frozen forbids "
+                        "creating it; run `./noxw -s lock`" % (name, where))
+    elif state is lockmod.LockState.MISSING:
+        why = (" (the kit commits locks only for stacks on the default index: "
+               "the index this one names is not reachable where the kit is "
+               "developed)" if env.index_url else "")
+        warnings.append("environments.%s: no committed lock%s: `bench` will "
+                        "resolve %s (or run `./noxw -s lock` and commit it)"
+                        % (name, why, where))
 
 
 def _engine_checks(client: docker.DockerClient, plans: dict[str, Any], gpu_targets: list[str],

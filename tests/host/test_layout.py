@@ -100,3 +100,21 @@ def test_no_module_name_is_on_both_sides():
              for package in PACKAGES}
     assert names["bench"] and names["envbench"]
     assert names["bench"] & names["envbench"] == set()
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_longer_than_a_screen():
+    """A function past 80 lines does several things; split it where its comments would
+    have put headings (report/pages.py's build_context became one builder per section)."""
+    long = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        long.append("%s:%d %s (%d lines)" % (path.relative_to(ROOT),
+                                                             node.lineno, node.name, lines))
+    assert long == []
