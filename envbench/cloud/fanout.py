@@ -177,7 +177,7 @@ class FanOut:
                 if not LOG_NAME.match(path.name):
                     continue
                 try:  # not through a link, not a FIFO, capped (contract.read_capped)
-                    data = contract.read_capped(path, LOG_CAP)
+                    data = contract.read_capped(path, takein.LOG_CAP)
                 except (OSError, contract.InvalidResult) as exc:
                     self.say(plan.name, "left out log %s: %s" % (path.name, exc))
                     continue
@@ -345,7 +345,6 @@ def last_error(log: str) -> str | None:
 # could hand root a setuid file); folders below are not descended into.
 MAX_FILE = "32m"
 LOG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.log\Z")
-LOG_CAP = takein.LOG_CAP  # a cell's log, as the VM's run kept it
 
 
 def rsync(remote: Remote, path: str, dest: Path,

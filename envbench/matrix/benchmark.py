@@ -174,16 +174,13 @@ class Settings(Strict):
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
-MIN_AUTO_REPEATS = verdicts.MIN_REPEATS
-
-
 class Benchmark(Settings):
     # auto: at least 3 rounds, then more only where a comparison is still open, up to
     # max_repeats; an open comparison is one whose interval (at its look's share of the
     # level, envbench.looks) straddles 1 and is wider than precision (a fraction: 0.03 is
     # 3%).
     repeats: Union[Annotated[int, Field(strict=True, ge=1, le=100)], Literal["auto"]] = 3
-    max_repeats: Annotated[int, Field(strict=True, ge=MIN_AUTO_REPEATS, le=100)] = 10
+    max_repeats: Annotated[int, Field(strict=True, ge=verdicts.MIN_REPEATS, le=100)] = 10
     precision: Annotated[float, Field(strict=True, gt=0, lt=1)] = 0.03
     data: Literal["cifar10", "synthetic"] = "cifar10"
     target_accuracy: Optional[Annotated[float, Field(strict=True, gt=0, le=1)]] = None
@@ -201,7 +198,7 @@ class Benchmark(Settings):
     @property
     def planned_repeats(self) -> int:
         """The repeats every cell gets before any is added (auto starts with 3)."""
-        return MIN_AUTO_REPEATS if self.repeats == "auto" else self.repeats
+        return verdicts.MIN_REPEATS if self.repeats == "auto" else self.repeats
 
     @field_validator("sweep", mode="before")
     @classmethod

@@ -20,7 +20,6 @@ from pydantic_core import ErrorDetails
 from envbench import files
 from envbench.matrix import grammars, yamlio
 from envbench.matrix.benchmark import (
-    MIN_AUTO_REPEATS,
     RENAMED,
     SWEEPABLE,
     Benchmark,
@@ -35,7 +34,7 @@ from envbench.matrix.targets import CONTAINER_INFRA, LOCAL_POOL, RUNTIMES, Cloud
 from envbench.user_errors import MatrixError
 
 # The names the rest of the kit reads through this module.
-__all__ = ["CONTAINER_INFRA", "LOCAL_POOL", "MIN_AUTO_REPEATS", "RENAMED", "RUNTIMES",
+__all__ = ["CONTAINER_INFRA", "LOCAL_POOL", "RENAMED", "RUNTIMES",
            "SWEEPABLE", "Benchmark", "Cloud", "Environment", "InputChoice", "Matrix",
            "Settings", "Slurm", "Target", "WorkloadChoice", "cpuset_size", "load", "parse",
            "size_bytes"]

@@ -166,7 +166,7 @@ def family_sentence(changes: list[Change]) -> str:
 def _flag(ci: tuple[float, float] | None, threshold: float, why: str | None = None) -> str:
     if ci is None:
         return "no interval (%s)" % (why or "fewer than %d clean repeats a side"
-                                     % grouping.MIN_REPEATS)
+                                     % verdicts.MIN_REPEATS)
     low, high = ci
     if low > 1.0 + threshold:
         return "regression"

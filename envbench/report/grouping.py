@@ -22,7 +22,6 @@ NOISY_CV = 0.05
 # Phases are rounded to microseconds and marked apart from the epoch's own clock: a sum up
 # to 1% past the epoch is rounding, past it the phases ran at the same time.
 PHASE_OVERLAP_TOLERANCE = 0.01
-MIN_REPEATS = verdicts.MIN_REPEATS
 # The value each swept optimisation is measured against ("what you get without it").
 EFFECT_BASELINES: dict[str, Any] = {"amp": "off", "pipeline": "classic", "compile": "off",
                                     "channels_last": False, "accumulate": 1, "workers": 2,

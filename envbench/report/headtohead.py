@@ -29,9 +29,9 @@ def verdict(s: Speedup | None) -> str:
     noise (…): would have seen ≥ 12%'; the interval, not the point, decides."""
     if s is None:
         return "—"
-    if min(s.repeats) < grouping.MIN_REPEATS:
+    if min(s.repeats) < verdicts.MIN_REPEATS:
         return "%.2f× (too few repeats for an interval: %d and %d, %d needed a side)" % (
-            s.ratio, s.repeats[0], s.repeats[1], grouping.MIN_REPEATS)
+            s.ratio, s.repeats[0], s.repeats[1], verdicts.MIN_REPEATS)
     if isinstance(s.test, verdicts.NoTest) or s.ci is None:
         reason = s.test.reason if isinstance(s.test, verdicts.NoTest) else "no interval"
         return "%.2f× (%s)" % (s.ratio, reason)
@@ -260,5 +260,5 @@ STATISTICS = ("Each cell's figure is the median of its steady epochs (every epoc
               "figures and verdicts wherever clean repeats exist, and the page says how many. "
               "Cells run in rounds, one repeat of every cell per round in a shuffled order, so "
               "that drift falls on every environment alike."
-              % (grouping.MIN_REPEATS, 100 * verdicts.ALPHA, 100 * looks.FIRST_SHARE,
+              % (verdicts.MIN_REPEATS, 100 * verdicts.ALPHA, 100 * looks.FIRST_SHARE,
                  100 * looks.LAST_SHARE, 100 * verdicts.POWER, 100 * CONTENDED_SHARE))

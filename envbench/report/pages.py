@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from envbench import users
+from envbench import users, verdicts
 from envbench.command_options import Options
 from envbench.report import (
     charts,
@@ -172,7 +172,7 @@ def _run_section(records: list[Result], groups: list[grouping.Group]) -> dict[st
         "synthetic_only": _synthetic_by_choice(records),
         "repeats": sorted({len(g.records) for g in groups}), "noisy_cv": grouping.NOISY_CV,
         "clock": clock_bound(records), "quick_run": any(g.identity.quick for g in groups),
-        "min_repeats": grouping.MIN_REPEATS}
+        "min_repeats": verdicts.MIN_REPEATS}
 
 
 def _charts(groups: list[grouping.Group], speedups: dict[Any, Any], effects: Any,

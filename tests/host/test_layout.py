@@ -118,3 +118,79 @@ def test_no_function_is_longer_than_a_screen():
                         long.append("%s:%d %s (%d lines)" % (path.relative_to(ROOT),
                                                              node.lineno, node.name, lines))
     assert long == []
+
+
+def _private_uses(path: Path) -> list[str]:
+    """The project's private names (one leading underscore) this module takes from another:
+    imported by name, or read as module._name."""
+    tree = ast.parse(path.read_text(), str(path))
+    modules: set[str] = set()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.split(".")[0] in PACKAGES:
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append("from %s import %s" % (node.module, alias.name))
+                modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            modules.update(alias.asname or alias.name.split(".")[0] for alias in node.names
+                           if alias.name.split(".")[0] in PACKAGES)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in modules and node.attr.startswith("_") \
+                and not node.attr.startswith("__"):
+            found.append("%s.%s (line %d)" % (node.value.id, node.attr, node.lineno))
+    return found
+
+
+def test_no_module_reads_another_modules_private_names(tmp_path):
+    """A private name is its module's own business: another stage that needs it needs a
+    public one (slurm/run.py once imported the Docker path's privates)."""
+    used = {str(path.relative_to(ROOT)): _private_uses(path) for package in PACKAGES
+            for path in sorted((ROOT / package).rglob("*.py"))}
+    assert {path: uses for path, uses in used.items() if uses} == {}
+    # The scan sees what it looks for.
+    probe = tmp_path / "probe.py"
+    probe.write_text("from envbench.cells import runlock as r, _x\nr._held()\nr.__name__\n")
+    assert _private_uses(probe) == ["from envbench.cells import _x", "r._held (line 2)"]
+
+
+# Facts the Docker, Slurm and cloud paths once each wrote down for themselves (#49).
+ONCE = {
+    "LOG_TAIL_LINES": "envbench/cells/takein.py",
+    "NO_RESULT": "envbench/cells/takein.py",
+    "LOG_CAP": "envbench/cells/takein.py",
+    "MIN_REPEATS": "envbench/verdicts.py",
+    "PIDS_LIMIT": "envbench/engine/spec.py",
+    "WORKDIR": "envbench/engine/spec.py",
+}
+
+
+def test_each_shared_fact_is_assigned_in_one_module():
+    assigned: dict[str, list[str]] = {name: [] for name in ONCE}
+    sentence: list[str] = []
+    visible: list[str] = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            where = str(path.relative_to(ROOT))
+            tree = ast.parse(path.read_text(), where)
+            assigned_here = {target.id for node in tree.body if isinstance(node, ast.Assign)
+                             for target in node.targets if isinstance(target, ast.Name)}
+            for name in assigned_here & set(assigned):  # module constants, not a class's
+                assigned[name].append(where)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        # environment["NVIDIA_VISIBLE_DEVICES"] = ...: the one that hides
+                        # the GPUs from a CPU cell, whatever runs it.
+                        if isinstance(target, ast.Subscript) and isinstance(
+                                target.slice, ast.Constant) and \
+                                target.slice.value == "NVIDIA_VISIBLE_DEVICES":
+                            visible.append(where)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                        "without writing a valid result" in node.value:
+                    sentence.append(where)
+    assert assigned == {name: [where] for name, where in ONCE.items()}
+    assert sentence == ["envbench/cells/takein.py"]
+    assert visible == ["envbench/engine/spec.py"]
