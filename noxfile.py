@@ -211,7 +211,7 @@ def docs(session: nox.Session) -> None:
 def mutants(session: nox.Session) -> None:
     """Mutation testing of the figure-making modules (slow: not in CI); the score per module.
 
-    `./noxw -s mutants -- "envbench.stats*"` runs only the mutants whose names match."""
+    `./noxw -s mutants -- "envbench.inference.stats*"` runs only the mutants whose names match."""
     # Not editable: the mutated copy in mutants/ must be what the tests import.
     session.install(".[test,cloud]")
     session.install("torch==2.13.0", "mutmut==3.8.1")

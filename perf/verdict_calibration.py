@@ -13,9 +13,9 @@ after a warm-up epoch; the noise models are the repeats' levels:
 
 For 3 to 8 repeats a side and for `repeats: auto` (the run's own rule, envbench.cells.decide,
 looking after every round up to max_repeats, each look at its share of the level,
-envbench.looks) it prints the false-verdict rate and the power at 5%, 10% and 20%, each with
-its Monte Carlo standard error. --methods sets the test in use (Welch's t on the logs of the
-repeat figures) beside the ones it was chosen over; --designs sets the auto design in use
+envbench.inference.looks) it prints the false-verdict rate and the power at 5%, 10% and 20%,
+each with its Monte Carlo standard error. --methods sets the test in use (Welch's t on the logs
+of the repeat figures) beside the ones it was chosen over; --designs sets the auto design in use
 beside others; --pages N runs the real `envbench report` on N written result sets of each
 kind and counts the pages that claim a difference. --short is the CI check: the 5% model,
 3 to 8 repeats and auto, A/A only; exit 1 where the lower bound of a false-verdict rate's
@@ -43,8 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envbench import looks, stats, tdist, verdicts  # noqa: E402
 from envbench.cells import decide  # noqa: E402
+from envbench.inference import looks, stats, tdist, verdicts  # noqa: E402
 
 STEADY_EPOCHS = 4
 EPOCH_JITTER = 0.01
@@ -134,7 +134,7 @@ def student(a: Repeats, b: Repeats, alpha: float) -> int:
 
 
 def bootstrap(a: Repeats, b: Repeats, alpha: float) -> int:
-    """The two-stage percentile bootstrap the verdicts used before (envbench.stats)."""
+    """The two-stage percentile bootstrap the verdicts used before (envbench.inference.stats)."""
     low, high = stats.hierarchical_ratio_ci(a, b, confidence=1 - alpha)
     return 1 if low > 1.0 else (-1 if high < 1.0 else 0)
 

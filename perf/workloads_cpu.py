@@ -128,7 +128,7 @@ def main() -> int:
                       flush=True)
     import torch
 
-    from envbench import verdicts
+    from envbench.inference import verdicts
 
     print("\ntorch %s, %d CPUs, %d rounds x %d epochs (the first dropped), resident pipeline"
           % (torch.__version__, os.cpu_count(), args.rounds, args.epochs))

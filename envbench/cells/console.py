@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench import stats
 from envbench.cells.expansion import Cell
+from envbench.inference import stats
 from envbench.results import outcome
 from envbench.results.identity import variant_text
 from envbench.terminal import safe

@@ -5,8 +5,8 @@ A measurement is its cell without the repeat number; a point is a target, a vari
 --quick, and the measurements of one point (its environments) are compared with each other
 (the page's main answer). With `repeats: auto`, after MIN_REPEATS rounds a point's
 comparisons are looked at after every round: one is decided when its interval (the
-calibrated test, envbench.verdicts, at the share of the level this look may spend,
-envbench.looks) lies wholly on one side of 1, or straddles 1 but is narrower than the
+calibrated test, envbench.inference.verdicts, at the share of the level this look may spend,
+envbench.inference.looks) lies wholly on one side of 1, or straddles 1 but is narrower than the
 matrix's precision ("no difference at this precision"). While any of a point's comparisons
 is open, every environment of the point takes one more round, so that all its comparisons
 stay at one look; the kit stops at max_repeats either way, re-runs of contended repeats
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.summary import steady
-from envbench import looks, verdicts
 from envbench.cells.expansion import Cell
+from envbench.inference import looks, verdicts
+from envbench.inference.verdicts import MIN_REPEATS
 from envbench.results.identity import variant_text
-from envbench.verdicts import MIN_REPEATS
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envbench import stats
 from envbench.cells.expansion import Cell
 from envbench.engine import connection
 from envbench.images import bases, dockerfile, footprint
 from envbench.images import lock as lockmod
+from envbench.inference import stats
 from envbench.matrix.models import Matrix
 from envbench.results import store
 from envbench.user_errors import UserError

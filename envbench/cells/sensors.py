@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envbench import stats
+from envbench.inference import stats
 
 # More than this share of the cell's CPU time (its cores x its wall time) spent by other
 # processes, and the repeat is contended. Steal is recorded and shown, not a cause: on a

@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from bench import rules
 from bench import workloads as catalog
 from bench.rules import FUNCTION_NAME
-from envbench import verdicts
+from envbench.inference import verdicts
 from envbench.matrix import grammars
 from envbench.matrix.fields import Count, Flag, Strict, Text, shown
 
@@ -177,7 +177,7 @@ class Settings(Strict):
 class Benchmark(Settings):
     # auto: at least 3 rounds, then more only where a comparison is still open, up to
     # max_repeats; an open comparison is one whose interval (at its look's share of the
-    # level, envbench.looks) straddles 1 and is wider than precision (a fraction: 0.03 is
+    # level, envbench.inference.looks) straddles 1 and is wider than precision (a fraction: 0.03 is
     # 3%).
     repeats: Union[Annotated[int, Field(strict=True, ge=1, le=100)], Literal["auto"]] = 3
     max_repeats: Annotated[int, Field(strict=True, ge=verdicts.MIN_REPEATS, le=100)] = 10

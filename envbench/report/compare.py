@@ -6,7 +6,7 @@ A cell is matched across the runs by what the user would call it: environment, t
 swept options, and --quick / synthetic data; where a run holds the cell in more than one
 image, by its image too, so that each is shown (the same image pairs across the runs; one
 image on a side pairs with the one on the other, whatever it is). Its time ratio new/old
-gets the calibrated test of the two runs' repeats (envbench.verdicts); a regression (or an
+gets the calibrated test of the two runs' repeats (envbench.inference.verdicts); a regression (or an
 improvement) is flagged only when the whole interval is beyond the threshold (default 5%).
 The cells are tested together as one family (Holm's step-down on each cell's p-value of a
 ratio beyond the threshold), so that the chance that any flag is false is at most 5%; each
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envbench import looks, users, verdicts
+from envbench import users
+from envbench.inference import looks, verdicts
 from envbench.report import grouping, operators, templating
 from envbench.report.grouping import Group
 from envbench.report.operators import Moved

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import result
-from envbench import stats
+from envbench.inference import stats
 from envbench.report import efficiency, hardware
 from envbench.report.grouping import Group
 from envbench.results.identity import variant_text

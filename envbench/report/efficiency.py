@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envbench import stats
+from envbench.inference import stats
 from envbench.report import mathlibs, peaks
 from envbench.report.formats import flop_rate
 from envbench.report.grouping import Group

@@ -3,14 +3,14 @@
 A page with k comparisons, each tested at 5%, calls at least one of them wrongly far more
 often than 5% (about 1 in 5 at k = 4, were they independent). Every comparison the page
 prints an interval for (environment against environment, target speedups, scaling rows) is
-in the family, and Holm's step-down (envbench.verdicts.holm) gives each the level it is
+in the family, and Holm's step-down (envbench.inference.verdicts.holm) gives each the level it is
 tested at: the family-wise error, the chance that any verdict on the page is false, stays
 at most 5%, and a comparison far from 1 (a GPU against a CPU) costs the others little.
 Holm rather than Benjamini–Hochberg: the page promises that its verdicts are all right
 together, not that most of them are.
 
 A comparison whose repeats came from `repeats: auto` enters with its p-value divided by its
-share (envbench.looks), so its level is the family's times that share: the looks and the
+share (envbench.inference.looks), so its level is the family's times that share: the looks and the
 family are one union bound.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from envbench import verdicts
+from envbench.inference import verdicts
 from envbench.report.grouping import Speedup
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from bench import result
 from bench import workloads as catalog
-from envbench import looks, stats, verdicts
+from envbench.inference import looks, stats, verdicts
 from envbench.report import hardware, mathlibs
 from envbench.results.identity import Identity, variant_text
 from envbench.results.record import Epoch, Result
@@ -153,7 +153,8 @@ class Group:
     def side(self) -> looks.Side:
         """How this group's repeats were decided, as its results record it: with
         `repeats: auto` the most it could take, its look (how many it took), the run that
-        took its last, and the point whose rounds it took in step with (envbench.looks)."""
+        took its last, and the point whose rounds it took in step with
+        (envbench.inference.looks)."""
         orders = [r.cell.order for r in self.records if r.cell.order is not None]
         designs = [o.max_repeats for o in orders if o.max_repeats is not None]
         last = max(orders, key=lambda o: o.round, default=None)
@@ -451,7 +452,7 @@ class Speedup:
     median epoch over this one's) and the calibrated test of the two sides' repeats, whose
     interval is printed at the level this comparison is tested at. That level is the page's
     (verdicts.ALPHA alone, until the page's family says how much of it each may take:
-    report/family.py), times the share its repeats' looks may spend (envbench.looks)."""
+    report/family.py), times the share its repeats' looks may spend (envbench.inference.looks)."""
 
     group: Group
     baseline: Group
@@ -591,7 +592,7 @@ def seconds(g: Group) -> float:
 
 def speedup(g: Group, base: Group) -> Speedup | None:
     """base's median epoch over g's, with the calibrated test of base's clean repeats
-    against g's (envbench.verdicts), at the share of the level their looks may spend."""
+    against g's (envbench.inference.verdicts), at the share of the level their looks may spend."""
     if not g.epoch_s or not base.epoch_s:
         return None
     return Speedup(g, base, base.epoch_s / g.epoch_s,

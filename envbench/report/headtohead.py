@@ -2,8 +2,8 @@
 
 For each variant, a table with environments as rows and targets as columns: each cell's
 median epoch and its speed against the baseline environment on the same target, with the
-interval of the calibrated test (envbench.verdicts) at the level the page's family gives it,
-and a verdict in words only where the interval excludes 1; where it does not, what the
+interval of the calibrated test (envbench.inference.verdicts) at the level the page's family
+gives it, and a verdict in words only where the interval excludes 1; where it does not, what the
 test could have seen.
 Two cells are compared only when they differ in nothing but the environment (and its
 image): same target and resources, same bench options, data and --quick.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbench import looks, verdicts
 from envbench.cells.sensors import CONTENDED_SHARE
+from envbench.inference import looks, verdicts
 from envbench.report import grouping, reference
 from envbench.report.formats import confidence, money, percent
 from envbench.report.grouping import Group, Speedup

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.tracefile import TRACE_SUFFIX
-from envbench import stats
+from envbench.inference import stats
 from envbench.report.grouping import Group, signature
 from envbench.results.record import Result
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from envbench import users, verdicts
+from envbench import users
 from envbench.command_options import Options
+from envbench.inference import verdicts
 from envbench.report import (
     charts,
     csvfile,

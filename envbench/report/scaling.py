@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from envbench import stats
+from envbench.inference import stats
 from envbench.report import grouping
 from envbench.report.grouping import Group, Speedup
 from envbench.results.identity import variant_text

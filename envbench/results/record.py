@@ -52,7 +52,7 @@ class Order:
     seed: int
     round: int
     position: int
-    # Set where the run's repeats were auto: the most it would take (envbench.looks).
+    # Set where the run's repeats were auto: the most it would take (envbench.inference.looks).
     max_repeats: int | None = None
 
 

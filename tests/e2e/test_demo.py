@@ -85,7 +85,7 @@ def test_the_demo_ends_with_a_report_of_its_two_stacks_on_an_ubuntu_host(
     print("repeats used:", used, "contended:", contended)
     assert all(3 <= n <= 6 + contended for n in used.values())
     # The two stacks took their rounds in step, and every result says the repeats were auto
-    # up to 6: the page spends each look's share of the 5% (envbench.looks).
+    # up to 6: the page spends each look's share of the 5% (envbench.inference.looks).
     assert len(set(used.values())) == 1, used
     assert all(r["cell"]["order"]["max_repeats"] == 6 for r in records)
     if max(used.values()) > 3:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from e2e_support import ROOT
 
-from envbench import stats
+from envbench.inference import stats
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ import scipy.stats as scipy_stats
 from report_fixture import make_record, viewed
 
 from bench import result
-from envbench import verdicts
+from envbench.inference import verdicts
 from envbench.report import compare, grouping, headtohead, pages, scaling
 from envbench.results import store
 

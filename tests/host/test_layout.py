@@ -161,7 +161,7 @@ ONCE = {
     "LOG_TAIL_LINES": "envbench/cells/takein.py",
     "NO_RESULT": "envbench/cells/takein.py",
     "LOG_CAP": "envbench/cells/takein.py",
-    "MIN_REPEATS": "envbench/verdicts.py",
+    "MIN_REPEATS": "envbench/inference/verdicts.py",
     "PIDS_LIMIT": "envbench/engine/spec.py",
     "WORKDIR": "envbench/engine/spec.py",
 }

@@ -5,8 +5,8 @@ import random
 
 from test_matrix import GOOD
 
-from envbench import verdicts
 from envbench.cells import decide, expansion, schedule
+from envbench.inference import verdicts
 from envbench.matrix import models
 
 
@@ -104,7 +104,7 @@ C = ("c", "cpu", "—", False)
 
 def test_auto_keeps_every_environment_of_a_point_in_step():
     """A against B and A against C are decided, B against C is not: all three take the next
-    round, so that every comparison of the point stays at one look (envbench.looks)."""
+    round, so that every comparison of the point stays at one look (envbench.inference.looks)."""
     policy = decide.Policy(repeats=None, max_repeats=6, precision=0.03)
     rng = random.Random(4)
     done = {A: _side(rng, 1.0, 3, 0.01), B: _side(rng, 1.5, 3, 0.10),

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from envbench import stats
+from envbench.inference import stats
 
 
 def test_median_and_quantiles():

@@ -10,7 +10,7 @@ import statistics
 import pytest
 import scipy.stats as scipy_stats
 
-from envbench import looks, tdist, verdicts
+from envbench.inference import looks, tdist, verdicts
 
 DFS = [0.7, 1.0, 2.0, 2.37, 4.0, 7.9, 18.0, 61.5, 400.0, 12000.0]
 

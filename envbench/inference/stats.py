@@ -1,7 +1,7 @@
 """Descriptive statistics the report uses, in one place: medians, quantiles, spread.
 
 Plain Python (no numpy on the host): inputs are a few dozen epoch times. The verdicts'
-test lives in envbench.verdicts; the two bootstraps here are what verdicts stood on before
+test lives in envbench.inference.verdicts; the two bootstraps here are what verdicts stood on before
 it, kept for the calibration harness (perf/verdict_calibration.py --methods), which
 measures them beside it.
 """

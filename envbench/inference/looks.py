@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envbench.verdicts import MIN_REPEATS
+from envbench.inference.verdicts import MIN_REPEATS
 
 FIRST_SHARE = 0.25
 LAST_SHARE = 0.5

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from envbench import stats, tdist
+from envbench.inference import stats, tdist
 
 ALPHA = 0.05   # the chance of a false verdict a page (or a run of `compare`) may take in all
 POWER = 0.80   # what "would have seen" means: found this often at the measured noise
@@ -72,7 +72,7 @@ class Test:
     def detectable(self, alpha: float, power: float = POWER) -> float:
         """The smallest difference (a fraction: 0.12 is 12%) that this many repeats at this
         spread would have found with probability ``power`` at level ``alpha`` (the power of
-        the noncentral t, envbench.tdist)."""
+        the noncentral t, envbench.inference.tdist)."""
         return math.expm1(_shift_for_power(power, alpha, self.df) * self.se)
 
     def repeats_for(self, difference: float, alpha: float, power: float = POWER) -> int | None:
