@@ -83,9 +83,9 @@ def weights_sha256(model):
 
 
 def evaluate(model, pipeline, device, autocast, channels_last, workload, non_blocking=True):
-    """(test accuracy, mean test loss): the workload's own scoring (bench.workloads.base:
+    """(test accuracy, mean test loss): the workload's own scoring (bench.workloads.interface:
     the argmax over the outputs' last dimension against the targets; None where the
-    workload's quality is its loss) and its loss; both stay on the device until the one
+    workload computes no accuracy) and its loss; both stay on the device until the one
     .item() each at the end. The loss is null where it was not finite."""
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=device)
@@ -178,7 +178,7 @@ class Run(object):
 
 
 def setup(config, record, world, store_path):
-    """The device, determinism, the workload and its options, threads, seeds, the peak
+    """The device, determinism, the workload (built after seeding), threads, seeds, the peak
     memory counters, the stack's fingerprint and, under ddp, the rendezvous."""
     if world.distributed and world.device_index is not None:
         device = torch.device("cuda", world.device_index)
@@ -189,7 +189,6 @@ def setup(config, record, world, store_path):
         compat.make_deterministic()
     torch.backends.cudnn.benchmark = bool(config["cudnn_benchmark"]) and not config["deterministic"]
     workload = workloads.load(config)
-    workload.check_options()
     threads = parallel.split_threads(config["threads"] or torch.get_num_threads(), world)
     torch.set_num_threads(threads)
     random.seed(config["seed"])
@@ -211,7 +210,8 @@ def setup(config, record, world, store_path):
 
 
 def build(run, record):
-    """Data, pipeline, then the model: the order in which they draw from the seeded RNG; then
+    """The workload's build(ctx) (its data, then its model, in the order they draw from the
+    seeded RNG; then the options that cannot apply to it are refused), the pipeline; then
     the wrappers (channels_last, dp/ddp, compile), the optimizer and the phase clock. The
     tutorial's hyper-parameters are the CLI's defaults (bench/cli.py), in one place."""
     config, world, device, workload = run.config, run.world, run.device, run.workload

@@ -26,7 +26,8 @@ from bench.rules import QUICK_LIMITS
 class Info(object):
     """A built-in workload as the catalog knows it, without torch: everything the host, the
     report, the tests and the perf scripts need to know of it, in one place. Its model, data
-    and loss are the module ``bench.workloads.<module>``'s ``make(info, config)``.
+    and loss are the module ``bench.workloads.<module>``'s ``build(ctx)``, the contract a
+    user's workload keeps (bench.workloads.interface), given ``ctx.workload``, its name.
 
     data: "cifar10" for workloads that train on CIFAR-10 (or its seeded stand-in with
     --synthetic), "synthetic" for those whose data is always seeded and generated (there is
@@ -237,10 +238,11 @@ def load(config):
     import importlib
 
     if config.get("workload_file"):
-        return importlib.import_module("bench.workloads.user").UserWorkload(config)
+        return importlib.import_module("bench.workloads.user").load(config)
     found = BUILTIN.get(config["workload"])
     if found is None:  # the parser refuses this; a config built by hand may not
         raise WorkloadError("unknown workload %r (built in: %s)"
                             % (config["workload"], ", ".join(NAMES)))
     module = importlib.import_module("bench.workloads.%s" % found.module)
-    return module.make(found, config)
+    interface = importlib.import_module("bench.workloads.interface")
+    return interface.Workload(config, module.build, called="%s's build()" % found.name)

@@ -26,8 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench import datasets
-from bench.workloads.base import Workload
+from bench import datasets, workloads
 
 
 @dataclass(frozen=True)
@@ -134,43 +133,29 @@ class GPT(nn.Module):
         return self.head(self.ln(self.blocks(x)))
 
 
-class GPTWorkload(Workload):
-    unit = "tokens"
-    quality = "loss"
-    inputs = "tensors"
-
-    def __init__(self, info, config):
-        super().__init__(info, config)
-        self.shape = SHAPES[info.name]
-        self.units_per_sample = self.shape.length
-        self.attention = "sdpa" if has_fused_attention() else "explicit"
-
-    def data(self):
-        config, shape = self.config, self.shape
-        return datasets.synthetic_tokens(config["seed"], shape.vocabulary, shape.length,
-                                         shape.train, shape.test,
-                                         limit=config["limit"], limit_test=config["limit_test"])
-
-    def model(self):
-        return GPT.of(self.shape, self.attention == "sdpa")
-
-    def optimizer(self, parameters):
+def _adamw(lr, beta1, weight_decay):
+    def optimizer(parameters):
         parameters = [p for p in parameters if p.requires_grad]
         # Weight decay on the matrices (embeddings and linear weights), not on biases and
         # layer norms, as nanoGPT and GPT-2 do.
         groups = [{"params": [p for p in parameters if p.dim() >= 2],
-                   "weight_decay": self.info.weight_decay},
+                   "weight_decay": weight_decay},
                   {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
-        return torch.optim.AdamW(groups, lr=self.config["lr"],
-                                 betas=(self.config["momentum"], 0.95))
-
-    def example(self, batch=1):
-        return torch.zeros(batch, self.shape.length, dtype=torch.int64)
-
-    def describe_extra(self):
-        return {"attention": self.attention, "sequence_length": self.shape.length,
-                "vocabulary": self.shape.vocabulary}
+        return torch.optim.AdamW(groups, lr=lr, betas=(beta1, 0.95))
+    return optimizer
 
 
-def make(info, config):
-    return GPTWorkload(info, config)
+def build(ctx):
+    """Seeded tokens, then the model; the loss is the contract's default (cross entropy over
+    every position), the quality the test loss, with next-token accuracy beside it."""
+    shape = SHAPES[ctx.workload]
+    attention = "sdpa" if has_fused_attention() else "explicit"
+    train, test = datasets.synthetic_tokens(ctx.seed, shape.vocabulary, shape.length,
+                                            shape.train, shape.test, limit=ctx.limit,
+                                            limit_test=ctx.limit_test)
+    return {"model": GPT.of(shape, attention == "sdpa"), "train": train, "test": test,
+            "inputs": "tensors", "unit": "tokens", "units_per_sample": shape.length,
+            "quality": "loss", "accuracy": True, "attention": attention,
+            "optimizer": _adamw(ctx.lr, ctx.momentum,
+                                workloads.info(ctx.workload).weight_decay),
+            "record": {"sequence_length": shape.length, "vocabulary": shape.vocabulary}}

@@ -7,16 +7,14 @@ lenet-gap  the same convolutions, then global average pooling and one small line
 lenet-dws  the same network with each 5x5 convolution made depthwise separable: a per-channel
            5x5 convolution followed by a 1x1 convolution that mixes the channels.
 
-The loss is the tutorial's nn.CrossEntropyLoss, the optimizer its SGD(lr 0.001, momentum 0.9)
-unless the command line says otherwise.
+The loss is the tutorial's cross entropy, the optimizer its SGD(lr 0.001, momentum 0.9) unless
+the command line says otherwise: the workload contract's defaults (bench.workloads.interface).
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-
-from bench.workloads.base import Workload
 
 
 class LeNet(nn.Module):
@@ -68,20 +66,10 @@ class LeNetDWS(LeNet):
 MODELS = {"lenet": LeNet, "lenet-gap": LeNetGAP, "lenet-dws": LeNetDWS}
 
 
-class LeNetWorkload(Workload):
-    def __init__(self, info, config):
-        super().__init__(info, config)
-        self.criterion = nn.CrossEntropyLoss()
-
-    def model(self):
-        return MODELS[self.name]()
-
-    def loss(self, outputs, targets):
-        return self.criterion(outputs, targets)
-
-    def example(self, batch=1):
-        return torch.zeros(batch, 3, 32, 32)
-
-
-def make(info, config):
-    return LeNetWorkload(info, config)
+def build(ctx):
+    """The data first, then the model: the order in which they draw from the seeded RNG.
+    The loss and the optimizer are the contract's defaults, the tutorial's: cross entropy,
+    and SGD with the run's lr and momentum."""
+    train, test = ctx.cifar10()
+    return {"model": MODELS[ctx.workload](), "train": train, "test": test, "inputs": "images",
+            "unit": "images"}

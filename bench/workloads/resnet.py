@@ -14,8 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench import datasets
-from bench.workloads.base import Workload
+from bench import datasets, workloads
 
 
 def conv3x3(c_in, c_out, stride=1):
@@ -115,37 +114,25 @@ IMAGENET_TRAIN = 5120
 IMAGENET_TEST = 512
 
 
-class ResNetWorkload(Workload):
-    def optimizer(self, parameters):
-        return torch.optim.SGD(parameters, lr=self.config["lr"],
-                               momentum=self.config["momentum"],
-                               weight_decay=self.info.weight_decay)
+MODELS = {"resnet18-cifar": resnet18_cifar, "resnet50": resnet50}
 
 
-class ResNet18Cifar(ResNetWorkload):
-    def model(self):
-        return resnet18_cifar()
-
-    def example(self, batch=1):
-        return torch.zeros(batch, 3, 32, 32)
-
-
-class ResNet50(ResNetWorkload):
-    def data(self):
-        config = self.config
-        return datasets.synthetic_imagenet(config["seed"], IMAGENET_TRAIN, IMAGENET_TEST,
-                                           limit=config["limit"],
-                                           limit_test=config["limit_test"])
-
-    def model(self):
-        return resnet50()
-
-    def example(self, batch=1):
-        return torch.zeros(batch, 3, 224, 224)
+def _data(ctx):
+    if ctx.workload == "resnet50":
+        return datasets.synthetic_imagenet(ctx.seed, IMAGENET_TRAIN, IMAGENET_TEST,
+                                           limit=ctx.limit, limit_test=ctx.limit_test)
+    return ctx.cifar10()
 
 
-WORKLOADS = {"resnet18-cifar": ResNet18Cifar, "resnet50": ResNet50}
+def build(ctx):
+    """The data first, then the model (the seeded RNG's order); SGD with momentum and the
+    weight decay of the catalog's recipe."""
+    weight_decay = workloads.info(ctx.workload).weight_decay
+    train, test = _data(ctx)
 
+    def optimizer(parameters):
+        return torch.optim.SGD(parameters, lr=ctx.lr, momentum=ctx.momentum,
+                               weight_decay=weight_decay)
 
-def make(info, config):
-    return WORKLOADS[info.name](info, config)
+    return {"model": MODELS[ctx.workload](), "train": train, "test": test, "inputs": "images",
+            "unit": "images", "optimizer": optimizer}

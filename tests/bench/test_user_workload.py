@@ -150,6 +150,30 @@ def test_a_workload_changed_after_the_host_hashed_it(tmp_path):
     assert "changed since the host hashed it" in message
 
 
+def test_a_loss_led_workload_may_score_accuracy_and_add_its_own_facts(tmp_path):
+    """quality "loss" with accuracy asked for (as the GPTs score their next tokens), and
+    facts of the workload's own beside the kit's in the record's model section."""
+    source = MLP.replace('"unit": "images"}', '"unit": "images", "quality": "loss", '
+                         '"accuracy": True, "attention": "explicit", '
+                         '"record": {"width": 64, "note": "mine", "tied": None}}')
+    path = _write(tmp_path, "scored.py", source)
+    code, record, out = _run(tmp_path, path)
+    assert code == 0, out
+    model = record["model"]
+    assert (model["quality"], model["attention"]) == ("loss", "explicit")
+    assert (model["width"], model["note"], model["tied"]) == (64, "mine", None)
+    for epoch in record["epochs"]:
+        assert 0 <= epoch["test_acc"] <= 1
+    # Without it, a loss-led workload computes no accuracy.
+    plain = _write(tmp_path, "plain.py", MLP.replace('"unit": "images"}',
+                                                    '"unit": "images", "quality": "loss"}'))
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    code, record, out = _run(folder, plain)
+    assert code == 0, out
+    assert record["epochs"][-1]["test_acc"] is None
+
+
 @pytest.mark.parametrize("returned,said", [
     ("[1, 2]", "returned a list, not a dict"),
     ('{"model": None}', "returned no train, test"),
@@ -159,6 +183,12 @@ def test_a_workload_changed_after_the_host_hashed_it(tmp_path):
     ('dict(OK, train=(OK["train"][0][:5], OK["train"][1]))', "train: 5 inputs for 128 targets"),
     ('dict(OK, inputs="images", train=(OK["train"][0].float(), OK["train"][1]))',
      "inputs 'images' are uint8 N x C x H x W (one tensor), got torch.float32"),
+    ('dict(OK, accuracy="yes")', "accuracy: 'yes' (true or false)"),
+    ('dict(OK, accuracy=False)', 'accuracy: false, but quality is "accuracy"'),
+    ('dict(OK, attention="flash")', "attention: 'flash' (one of sdpa, explicit)"),
+    ('dict(OK, record={"parameters": 3})', "record: 'parameters' is the kit's own"),
+    ('dict(OK, record={"shape": [1, 2]})', "record: shape is a list (a string, number"),
+    ('dict(OK, record=[1])', "record: a list, not a dict"),
 ])
 def test_a_build_that_breaks_the_contract(tmp_path, returned, said):
     source = MLP.replace("def build(ctx):", "def ok(ctx):") + textwrap.dedent('''
@@ -227,6 +257,52 @@ def test_the_kits_lenet_written_as_a_build_trains_exactly_as_the_built_in(tmp_pa
     digest = builtin["summary"]["weights_sha256"]
     assert isinstance(digest, str) and len(digest) == 64
     assert mine["summary"]["weights_sha256"] == digest
+
+
+BUILTIN_AS_FILE = '''
+from bench.workloads import %(module)s
+
+
+def build(ctx):
+    # Its module's own build(), given the built-in's name: a file may not take that name,
+    # which the command line keeps for the built-in.
+    ctx.workload = %(name)r
+    return %(module)s.build(ctx)
+'''
+# Every built-in the tests train (gpt2-small is built, not trained, in test_workloads.py).
+TRAINED = [name for name in workloads.NAMES if name != "gpt2-small"]
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_each_built_in_module_given_as_a_file_trains_exactly_as_the_built_in(tmp_path, name):
+    """One contract: a built-in's build(ctx), loaded from a file as a user's is, passes the
+    same checks and trains to the same weights, losses, scores and record, bit for bit."""
+    info = workloads.info(name)
+    path = _write(tmp_path, "as_file.py", BUILTIN_AS_FILE % {"module": info.module,
+                                                              "name": name})
+    train, test, batch = info.smoke
+    lr = workloads.default_optimizer(name, batch)
+    sizes = ("--device", "cpu", "--synthetic", "--pipeline", "resident", "--epochs", "2",
+             "--limit", str(train), "--limit-test", str(test), "--batch-size", str(batch),
+             "--lr", repr(lr["lr"]), "--momentum", repr(lr["momentum"]), "--deterministic")
+    runs = {}
+    for shown, extra in ((name, ()), ("mine", ("--workload-file", path))):
+        folder = tmp_path / shown
+        folder.mkdir()
+        code, record, out = run_bench(folder, *sizes, "--workload", shown, *extra)
+        assert code == 0, out
+        runs[shown] = record
+    builtin, mine = runs[name], runs["mine"]
+    assert (builtin["model"]["source"], mine["model"]["source"]) == ("builtin", "file")
+    assert (mine["model"]["file"], mine["model"]["function"]) == ("as_file.py", "build")
+    for key in set(builtin["model"]) - {"name", "source", "sha256"}:
+        assert mine["model"][key] == builtin["model"][key], key
+    assert [(e["samples"], e["train_loss"], e["test_acc"], e["test_loss"])
+            for e in mine["epochs"]] == \
+        [(e["samples"], e["train_loss"], e["test_acc"], e["test_loss"])
+         for e in builtin["epochs"]]
+    assert len(builtin["summary"]["weights_sha256"]) == 64
+    assert mine["summary"]["weights_sha256"] == builtin["summary"]["weights_sha256"]
 
 
 INPUTS_MLP = '''
