@@ -23,6 +23,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from envbench.user_errors import UserError
+
 DEFAULT_SOCKET = Path("/var/run/docker.sock")
 CAP_SYS_ADMIN = 21  # without it in the bounding set, a container cannot run dockerd
 
@@ -35,8 +37,9 @@ CONTAINER = ("this is a container, not a VM (%s): the kit needs a machine with a
 @dataclass(frozen=True)
 class Reach:
     """``kind``: ok, denied (socket exists, this user may not open it), silent (an engine
-    exists but does not answer), container (no engine, and none can run here), absent (no
-    engine; one may be installed and started)."""
+    exists but does not answer), context (the Docker context named does not exist),
+    container (no engine, and none can run here), absent (no engine; one may be installed
+    and started)."""
 
     kind: str
     sentence: str
@@ -54,16 +57,37 @@ def _docker_config_dir() -> Path:
     return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
 
 
+class MissingContext(UserError):
+    """The context DOCKER_CONTEXT or config.json names has no endpoint on this machine: the
+    docker CLI refuses to run, and so does the kit, rather than reach another engine."""
+
+    def __init__(self, name: str, named_by: str):
+        self.reach = Reach(
+            "context", "the Docker context %s (named by %s) does not exist here" % (
+                name, named_by),
+            "`docker context ls` lists the contexts; %s to use this machine's engine"
+            % ("unset DOCKER_CONTEXT" if named_by == "DOCKER_CONTEXT"
+               else "`docker context use default`"))
+        super().__init__(self.reach.message())
+
+
+def _named_context() -> tuple[str | None, str]:
+    """The context named, and what named it (DOCKER_CONTEXT, or config.json)."""
+    name = os.environ.get("DOCKER_CONTEXT")
+    if name:
+        return name, "DOCKER_CONTEXT"
+    try:
+        with open(_docker_config_dir() / "config.json", encoding="utf-8") as f:
+            name = json.load(f).get("currentContext")
+    except (OSError, ValueError, AttributeError):
+        name = None
+    return name, "currentContext in %s" % (_docker_config_dir() / "config.json")
+
+
 def current_context() -> str | None:
     """The Docker CLI's current context, as the CLI and the Docker SDK (7.2) choose it:
     DOCKER_CONTEXT, else config.json's currentContext; None for the built-in default."""
-    name = os.environ.get("DOCKER_CONTEXT")
-    if not name:
-        try:
-            with open(_docker_config_dir() / "config.json", encoding="utf-8") as f:
-                name = json.load(f).get("currentContext")
-        except (OSError, ValueError, AttributeError):
-            name = None
+    name, _ = _named_context()
     return name if isinstance(name, str) and name and name != "default" else None
 
 
@@ -100,7 +124,8 @@ def context_tls(name: str) -> dict[str, object] | None:
 
 def engine_host() -> tuple[str, str]:
     """The engine the `docker` CLI would use, and what named it: DOCKER_HOST, then the
-    current context's endpoint, then this machine's default socket ("" and "")."""
+    current context's endpoint, then this machine's default socket ("" and ""). A context
+    named that does not exist is MissingContext."""
     named = os.environ.get("DOCKER_HOST", "")
     if named:
         return named, "DOCKER_HOST=%s" % named
@@ -108,6 +133,8 @@ def engine_host() -> tuple[str, str]:
     host = context_host(context) if context else None
     if context and host:
         return host, "the Docker context %s (%s)" % (context, host)
+    if context:  # as the docker CLI, refused: not this machine's engine in its place
+        raise MissingContext(context, _named_context()[1])
     return "", ""
 
 
@@ -199,8 +226,11 @@ def can_run_dockerd() -> bool:
 
 def diagnose() -> Reach:
     """Why no engine answers this user (call it after a failed ping)."""
-    path = socket_path()
-    _, named_by = engine_host()
+    try:
+        path = socket_path()
+        _, named_by = engine_host()
+    except MissingContext as exc:
+        return exc.reach
     undo = ("unset DOCKER_HOST" if os.environ.get("DOCKER_HOST") else
             "`docker context use default`")
     if path is None:

@@ -154,6 +154,60 @@ def test_the_current_docker_context_names_the_engine_when_docker_host_is_unset(t
     assert enginereach.engine_host()[0] == "tcp://127.0.0.1:9"
 
 
+def test_a_context_that_does_not_exist_is_refused_not_replaced_by_the_default(tmp_path,
+                                                                           monkeypatch):
+    """DOCKER_CONTEXT=nosuch (a typo, a context removed since) stops the docker CLI; the kit
+    had fallen back to this machine's socket without a word and run on another engine than
+    the one asked for. Now it refuses in one sentence, in connect, doctor and bench alike."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "docker-config"
+    _docker_cli(config, "context", "create", "gone", "--docker", "host=unix:///nowhere.sock")
+    _docker_cli(config, "context", "use", "gone")
+    _docker_cli(config, "context", "use", "default")
+    _docker_cli(config, "context", "rm", "gone")
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    monkeypatch.setenv("DOCKER_CONTEXT", "nosuch")
+    with pytest.raises(enginereach.MissingContext) as missing:
+        enginereach.engine_host()
+    assert str(missing.value) == (
+        "the Docker context nosuch (named by DOCKER_CONTEXT) does not exist here; fix: "
+        "`docker context ls` lists the contexts; unset DOCKER_CONTEXT to use this machine's "
+        "engine")
+    with pytest.raises(UserError, match="context nosuch .named by DOCKER_CONTEXT"):
+        connection.connect()
+    reach = enginereach.diagnose()
+    assert (reach.kind, reach.may_start_engine) == ("context", False)
+    # The config file's current context, removed behind the CLI's back, is refused the same.
+    monkeypatch.delenv("DOCKER_CONTEXT")
+    (config / "config.json").write_text('{"currentContext": "gone"}')
+    with pytest.raises(enginereach.MissingContext) as missing:
+        enginereach.socket_path()
+    assert "the Docker context gone (named by currentContext in %s)" % (
+        config / "config.json") in str(missing.value)
+    assert "`docker context use default`" in str(missing.value)
+    # DOCKER_HOST comes first, as for the CLI; "default" is the machine's own.
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
+    assert enginereach.engine_host() == ("tcp://127.0.0.1:9", "DOCKER_HOST=tcp://127.0.0.1:9")
+    monkeypatch.delenv("DOCKER_HOST")
+    monkeypatch.setenv("DOCKER_CONTEXT", "default")
+    assert enginereach.engine_host() == ("", "")
+    # As a user meets it: one line, exit 1, nothing downloaded, no traceback.
+    root = Path(__file__).resolve().parents[2]
+    env = {"DOCKER_CONTEXT": "nosuch", "DOCKER_CONFIG": str(config), "PATH": "/usr/bin:/bin",
+           "ENVBENCH_CACHE": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    for command in (["bench", "--kind", "cpu", "--reports", str(tmp_path / "reports")],
+                    ["doctor"]):
+        proc = subprocess.run([sys.executable, "-m", "envbench", *command], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=120)
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 1, said
+        assert "the Docker context nosuch (named by DOCKER_CONTEXT) does not exist" in said
+        assert "Traceback" not in said and not (tmp_path / "cache" / "cifar10").exists()
+
+
 def test_an_engine_at_the_contexts_socket_is_the_one_connected_to(tmp_path, monkeypatch):
     """An engine's API at the context's socket (the two calls a connection makes: the API
     version, then a ping) is the one the kit connects to, though nothing else names it."""
