@@ -95,6 +95,7 @@ def run(opts: Options, out: TextIO) -> int:
     if not cells:
         raise BadInput("no cells match (env=%s) on %s" % (",".join(opts.envs) or "any",
                                                           ", ".join(names)))
+    _refuse_unmountable(cells)
     checks = {}
     for name in names:
         block = m.targets[name].slurm
@@ -248,6 +249,7 @@ def _copy_workload(cell: cellmod.Cell, shared: Path, out: TextIO, copy: bool = T
     bytecode caches left out. ``copy`` False (--print): the command, printed."""
     plan = cell.workload
     assert plan.path is not None
+    _refuse_separators("workload %s" % plan.name, plan.path.name)
     where = shared / "workloads" / (plan.sha256 or "unhashed") / plan.path.name
     if not where.exists() and not copy:
         print("mkdir -p %s && rsync -a --exclude __pycache__ %s %s"
@@ -266,9 +268,30 @@ def _copy_workload(cell: cellmod.Cell, shared: Path, out: TextIO, copy: bool = T
 
 # Characters Podman's --mount and Apptainer's or Pyxis's src:dst lists read as separators.
 MOUNT_SEPARATORS = frozenset(",:")
+
+
+def _refuse_separators(what: str, name: str) -> None:
+    """A file or folder name that a Slurm step's mount list would split, refused before
+    anything is copied or submitted (Docker takes mounts as objects and needs no such rule;
+    shared_dir is held to it by the matrix)."""
+    if MOUNT_SEPARATORS & set(name):
+        raise UserError("%s: a file name holding ',' or ':' (%s) cannot be handed to a Slurm "
+                        "step's container runtime, which reads them as separators: rename it"
+                        % (what, name))
 # The leaf under shared_dir/inputs/SHA256 a folder input's copy is: its digest leaves the
 # folder's own name out, so two names of one content share one copy.
 FOLDER_LEAF = "folder"
+
+
+def _refuse_unmountable(cells: list[cellmod.Cell]) -> None:
+    """Every workload and input name a step would mount, checked before anything is built,
+    copied or submitted."""
+    for cell in cells:
+        plan = cell.workload
+        if plan.path is not None:
+            _refuse_separators("workload %s" % plan.name, plan.path.name)
+        for given in plan.inputs:
+            _refuse_separators("input %s" % given.name, given.file_name or FOLDER_LEAF)
 
 
 def _copy_input(given: InputPlan, shared: Path, out: TextIO, copy: bool = True) -> Path:
@@ -277,10 +300,7 @@ def _copy_input(given: InputPlan, shared: Path, out: TextIO, copy: bool = True) 
     landed before it is used: the nodes read that copy, not this host's disk. ``copy``
     False (--print): the command, printed."""
     leaf = given.file_name or FOLDER_LEAF
-    if MOUNT_SEPARATORS & set(leaf):
-        raise UserError("input %s: a file name holding ',' or ':' (%s) cannot be handed to a "
-                        "Slurm step's container runtime, which reads them as separators: "
-                        "rename it" % (given.name, leaf))
+    _refuse_separators("input %s" % given.name, leaf)
     folder = shared / "inputs" / given.sha256
     where = folder / leaf
     if where.exists():

@@ -317,3 +317,39 @@ def test_a_cell_without_inputs_is_the_measurement_a_record_without_the_key_was(t
     assert p.config["inputs"] is None
     assert identity.make("e", "cpu", "sha256:i", {}, older, CIFAR, False, 1) == \
         identity.make("e", "cpu", "sha256:i", {}, p.config, CIFAR, False, 1)
+
+
+SLURM_MATRIX = """
+environments:
+  e: {python: "3.12", torch: "2.14.1"}
+targets:
+  hpc: {device: cpu, slurm: {partition: p, time: "00:10:00", shared_dir: %s}}
+benchmark:
+  epochs: 1
+  workload: {file: %s, inputs: {weights: %s}}
+"""
+
+
+@pytest.mark.parametrize("workload,weights,said", [
+    ("net:v2.py", "weights.pt", "workload net-v2: a file name holding ',' or ':' (net:v2.py)"),
+    ("net.py", "w,1.pt", "input weights: a file name holding ',' or ':' (w,1.pt)"),
+])
+def test_a_slurm_run_refuses_a_name_its_mounts_would_split_before_anything_runs(
+        tmp_path, monkeypatch, workload, weights, said):
+    """Podman's --mount and Apptainer's and Pyxis's lists split at ',' and ':': a workload
+    or input named with one is refused in one sentence before any preflight, build, copy or
+    submission (no Slurm command is reachable here: the refusal must come first)."""
+    from envbench.command_options import Options
+
+    (tmp_path / workload).write_text("def build(ctx):\n    return {}\n")
+    (tmp_path / weights).write_bytes(b"w")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(SLURM_MATRIX % (tmp_path / "shared", '"%s"' % workload,
+                                      '"%s"' % weights))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    out = io.StringIO()
+    with pytest.raises(UserError) as refused:
+        slurmrun.run(Options(matrix_path=matrix), out)
+    assert str(refused.value).startswith(said), str(refused.value)
+    assert "reads them as separators: rename it" in str(refused.value)
+    assert out.getvalue() == "" and not (tmp_path / "shared").exists()
