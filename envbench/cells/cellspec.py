@@ -1,6 +1,6 @@
 """A cell's container spec, made once from the cell: what it mounts (its results folder, the
 data, the user's workload and inputs), its environment and its limits. The engine renders it
-for Docker (containerrun), a Slurm job for Podman, Apptainer or Pyxis (slurm/run.py); each
+for Docker (containerrun), a Slurm job for Podman, Apptainer or Pyxis (slurm/jobcells.py); each
 only says where its copies of the files are.
 """
 from __future__ import annotations

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ import requests
 from docker.types import LogConfig
 
 from bench.rules import FailureKind
-from envbench.cells import cellspec, takein, traces
+from envbench.cells import cellspec, takein
 from envbench.cells.resources import Resources
 from envbench.cells.sensors import Sensors
 from envbench.engine import connection, gpu, sandbox
@@ -167,28 +168,27 @@ def _follow(container: Any, on_line: Callable[[str], None]) -> threading.Thread:
     return thread
 
 
-def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any],
-             target: Target, resources: Resources, image: Any, mounts: Mounts,
-             out_name: str, on_line: Callable[[str], None] | None = None,
-             workload: WorkloadPlan | None = None, gpu_mode: str = gpu.GPUS,
-             finish: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
-    """Run one cell; return its record (bench's own, or the host's account of the failure).
+def run_cell(client: docker.DockerClient, args: list[str], target: Target,
+             resources: Resources, image: Any, mounts: Mounts, out_name: str,
+             take: Callable[[takein.Ending], dict[str, Any]],
+             on_line: Callable[[str], None] | None = None,
+             workload: WorkloadPlan | None = None, gpu_mode: str = gpu.GPUS) -> dict[str, Any]:
+    """Run one cell; return the record ``take`` (the caller's take-in) makes of its Ending.
 
     ``args`` is bench's command line, writing ``out_name`` under /results in the container:
     an empty folder of this cell's own, from which only that file is read (through the
-    result contract). ``finish`` (the caller's save) runs before the folder is removed: a
-    disk that fills while it saves leaves the folder, renamed kept-…, holding bench's record,
-    and ResultKept says where. ``config`` is what bench records for it, used when bench
-    records nothing.
+    result contract). ``take`` runs before the folder is removed: a disk that fills while
+    the log or the record is saved leaves the folder, renamed kept-…, holding bench's
+    record, and ResultKept says where.
     """
+    started = time.perf_counter()
     folder = cell_folder(mounts)
     keep = False
     try:
-        record = _run_in(client, args, config, target, resources, image, mounts, folder,
-                         out_name, on_line, workload, gpu_mode)
-        if finish is not None:
-            finish(record)
-        return record
+        ending = _run_in(client, args, target, resources, image, mounts, folder, out_name,
+                         on_line, workload, gpu_mode)
+        ending.host_s = round(time.perf_counter() - started, 3)
+        return take(ending)
     except OSError as exc:  # the log, a trace or the record found the disk full
         if exc.errno not in DISK_FULL:
             raise
@@ -199,13 +199,12 @@ def run_cell(client: docker.DockerClient, args: list[str], config: dict[str, Any
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any],
-            target: Target, resources: Resources, image: Any, mounts: Mounts, folder: Path,
-            out_name: str, on_line: Callable[[str], None] | None,
-            workload: WorkloadPlan | None = None, gpu_mode: str = gpu.GPUS) -> dict[str, Any]:
+def _run_in(client: docker.DockerClient, args: list[str], target: Target,
+            resources: Resources, image: Any, mounts: Mounts, folder: Path, out_name: str,
+            on_line: Callable[[str], None] | None, workload: WorkloadPlan | None = None,
+            gpu_mode: str = gpu.GPUS) -> takein.Ending:
     stem = Path(out_name).stem
     log_path = mounts.log_dir / ("%s.log" % stem)
-    lines: list[str] = []
     error: tuple[str, str] | None = None
     gpus = resources.device == "cuda"
     try:
@@ -214,8 +213,7 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
         container = client.containers.create(image.id, **options)
     except ENGINE_ERRORS as exc:
         message = gpu.explain(exc) if gpus else explain(exc)
-        refused = store.host_failure(config, FailureKind.CONTAINER_ERROR, message)
-        return takein.with_tail(refused, lines)
+        return takein.Ending(None, [], (FailureKind.CONTAINER_ERROR, message))
     follower = None
     finished = False
     count = gpu.requested_count(resources.gpus)
@@ -263,12 +261,11 @@ def _run_in(client: docker.DockerClient, args: list[str], config: dict[str, Any]
         kind, message = error or (FailureKind.NO_RESULT, takein.NO_RESULT)
         if engine_lost and kind in (FailureKind.CONTAINER_EXITED, FailureKind.NO_RESULT):
             message = "%s, and then %s" % (message, engine_lost)  # the likely cause
-        record = store.host_failure(config, kind, message)
-    elif error is not None and error[0] in (FailureKind.TIMEOUT, FailureKind.OUT_OF_MEMORY):
-        record["status"], record["error"] = "failed", {"type": error[0], "message": error[1]}
-    record["noise"] = noise
-    traces.take(record, folder, mounts.results_dir, stem)
-    return takein.with_tail(record, lines) if record["status"] != "ok" else record
+        error = (kind, message)
+    # A cell stopped by the engine failed, whatever bench wrote before it was stopped; a
+    # non-zero exit with a record of bench's own is what that record says.
+    stopped = error is not None and error[0] in (FailureKind.TIMEOUT, FailureKind.OUT_OF_MEMORY)
+    return takein.Ending(record, lines, error, overrules=stopped, noise=noise, folder=folder)
 
 
 def _pid(container: Any) -> int | None:

@@ -4,9 +4,8 @@ one sentence, before any build."""
 from __future__ import annotations
 
 import itertools
-import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,12 +18,14 @@ from envbench.cells import (
     containerrun,
     dataset,
     decide,
+    dockercells,
     estimate,
     gpufit,
-    records,
+    lifecycle,
     resources,
     runlock,
     schedule,
+    takein,
     triage,
 )
 from envbench.cells import expansion as cellmod
@@ -37,7 +38,7 @@ from envbench.images import bases, build, dockerfile
 from envbench.images import lock as lockmod
 from envbench.images.build import BuildFailure, BuiltImage
 from envbench.matrix import models
-from envbench.results import outcome, store
+from envbench.results import outcome
 from envbench.results.identity import DataIdentity
 from envbench.user_errors import BadInput, UserError
 
@@ -170,99 +171,31 @@ def data_dir_for(opts: Options, m: models.Matrix,
 
 @dataclass
 class _Session:
-    """One matrix run: what every cell needs, and the figures gathered on the way."""
+    """One matrix run: what every cell needs, what runs them, and the cells as they end."""
 
-    client: docker.DockerClient
     matrix: models.Matrix
     opts: Options
-    mounts: containerrun.Mounts
     data: DataIdentity
     host: Host
-    built: dict[str, BuiltImage]
-    build_failures: dict[str, BuildFailure]
-    # GPU cells this host cannot run (no NVIDIA runtime, driver too old), found before any
-    # build, by environment.
-    gpu_blocked: dict[str, GpuBlock] = field(default_factory=dict)
-    gpu_problems: dict[str, str | None] = field(default_factory=dict)
-    gpu_modes: dict[str, str] = field(default_factory=dict)  # --gpus or CDI, per image
-    overheads: list[float] = field(default_factory=list)  # host wall minus bench's own time
-    on_line: Any = None  # where a running cell's output goes, line by line
+    stacks: triage.Stacks
+    executor: lifecycle.Executor
+    cells: lifecycle.Cells
 
-    order: dict[str, Any] | None = None  # the running cell's place in the run's order
-
-    def _failed(self, p: cellmod.Prepared, kind: str, message: str,
-                image: dict[str, Any] | None = None) -> dict[str, Any]:
-        return records.failed(self.opts.results_dir, p, self.matrix.targets[p.cell.target],
-                              kind, message, self.matrix.benchmark.target_accuracy, image,
-                              order=self.order)
-
-    def run(self, slot: schedule.Slot, mode: str, seed: int) -> tuple[dict[str, Any], str]:
-        """Run or reuse one cell; return its record and the end of its progress line."""
+    def run(self, slot: schedule.Slot, mode: str, seed: int) -> None:
+        """Run or reuse one cell, taken in by the lifecycle."""
         cell = slot.cell
-        self.order = slot.record(mode, seed, _policy(self.matrix, self.opts).looks_up_to
-                                 if mode == "interleaved" else None)
-        target = self.matrix.targets[cell.target]
-        decided = triage.triage(cell, self.matrix, triage.Stacks(
-            self.built, self.build_failures, self.gpu_blocked), self.host, self.data,
-            self.opts.results_dir, self.order)
-        if decided.refused is not None:
-            return decided.refused, decided.line
-        if decided.stored is not None:
-            return decided.stored, "cached " + console.figure(decided.stored)
-        p, path, built = decided.prepared, decided.path, decided.built
-        assert path is not None and built is not None
-        kept = containerrun.kept_result(self.mounts.cells_dir, path.name)
-        taken = self._take_kept(p, target, built.record, kept) if kept is not None else None
-        if taken is not None:
-            return taken, "taken from the run that filled the disk: " + console.figure(taken)
-        problem = self._gpu_problem(cell, p.resources, built.image)
-        if problem:
-            failed = self._failed(p, FailureKind.GPU_UNAVAILABLE, problem, built.record)
-            return failed, "failed: " + problem
-        started = time.perf_counter()
-
-        def finish(record: dict[str, Any]) -> None:
-            """Before the cell's folder goes: the host's sections, then the saved file."""
-            record["host_s"] = round(time.perf_counter() - started, 3)
-            if record.get("run_s") is not None:
-                self.overheads.append(record["host_s"] - record["run_s"])
-            records.annotate(record, p, target, built.record,
-                             self.matrix.benchmark.target_accuracy, order=self.order)
-            records.save(self.opts.results_dir, p, record)
-
-        record = containerrun.run_cell(self.client, p.command(), p.config, target,
-                                       p.resources, built.image, self.mounts, path.name,
-                                       self.on_line, cell.workload,
-                                       self.gpu_modes.get(cell.environment, gpu.GPUS),
-                                       finish)
-        return record, console.figure(record)
-
-    def _take_kept(self, p: cellmod.Prepared, target: models.Target, image: dict[str, Any],
-                   kept: Path) -> dict[str, Any] | None:
-        """A result an earlier run finished but had no disk to save: taken in now, its
-        sensors' readings marked lost, instead of running the cell again (None: not a valid
-        result after all, so the cell runs)."""
-        record = store.read(kept)
-        if record is not None:
-            record["noise"] = {"contended": False, "reasons": [], "host": None, "gpu": None,
-                               "unavailable": "the host's sensor readings were lost when the "
-                                              "disk filled as this result was saved"}
-            records.annotate(record, p, target, image, self.matrix.benchmark.target_accuracy,
-                             order=self.order)
-            records.save(self.opts.results_dir, p, record)
-        shutil.rmtree(kept.parent, ignore_errors=True)
-        return record
-
-    def _gpu_problem(self, cell: cellmod.Cell, res: resources.Resources,
-                     image: Any) -> str | None:
-        """Probe GPU access once per image; None when the cell has no GPUs or they work."""
-        if res.device != "cuda":
-            return None
-        if cell.environment not in self.gpu_problems:
-            mode, problem = gpu.attach(self.client, image, gpu.requested_count(res.gpus))
-            self.gpu_problems[cell.environment] = problem
-            self.gpu_modes[cell.environment] = mode
-        return self.gpu_problems[cell.environment]
+        order = slot.record(mode, seed, _policy(self.matrix, self.opts).looks_up_to
+                            if mode == "interleaved" else None)
+        self.cells.shown.start(len(self.cells.done) + 1, cell.label)
+        decided = triage.triage(cell, self.matrix, self.stacks, self.host, self.data,
+                                self.opts.results_dir, order)
+        if not self.cells.decided(decided):
+            return
+        assert decided.built is not None
+        placed = takein.Placed(decided.prepared, self.matrix.targets[cell.target],
+                               decided.built.record, self.matrix.benchmark.target_accuracy,
+                               order)
+        self.executor.launch(placed, decided.built, self.cells.taker(self.executor.live))
 
 
 def run(opts: Options, out: TextIO) -> int:
@@ -304,20 +237,21 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
     containerrun.remove_cell_folders(mounts.cells_dir)
     print_resources(m, cells, host, out)
     built, build_failures = build_images(client, m, names, opts, out)
-    session = _Session(client, m, opts, mounts, dataset.identity_of(data_dir), host, built,
-                       build_failures, blocked)
     seed = opts.order_seed if opts.order_seed is not None else schedule.new_seed()
     print("order: %s, seed %d (replay it with --order %s --order-seed %d)%s"
           % (opts.order, seed, opts.order, seed,
              "; grouped runs the planned repeats only: no rounds are added for contended "
              "repeats or open comparisons" if opts.order == "grouped" else ""),
           file=out, flush=True)
-    done: list[tuple[cellmod.Cell, dict[str, Any]]] = []
     shown = MatrixProgress(len(cells), out)
-    session.on_line = shown.line
+    session = _Session(m, opts, dataset.identity_of(data_dir), host,
+                       triage.Stacks(built, build_failures, blocked),
+                       dockercells.DockerCells(client, mounts, shown.line),
+                       lifecycle.Cells(opts.results_dir, shown))
+    done = session.cells.done
     try:
         for planned in schedule.rounds(cells, opts.order, seed):
-            _run_round(session, planned, opts.order, seed, shown, done)
+            _run_round(session, planned, opts.order, seed)
         for number in itertools.count(max(c.repeat for c in cells) + 1):
             extra = _more(m, opts, done) if opts.order == "interleaved" else []
             if not extra:
@@ -326,7 +260,7 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
             print("round %d: %d more cell(s) (%s)" % (number + 1, len(extra), _why(m)),
                   file=out, flush=True)
             _run_round(session, schedule.extra_round(extra, number, opts.order, seed),
-                       opts.order, seed, shown, done)
+                       opts.order, seed)
     except KeyboardInterrupt:
         shown.close()
         print("\ninterrupted: %d finished cells are kept in %s; run the same command again "
@@ -334,17 +268,13 @@ def _run_holding_the_lock(opts: Options, out: TextIO, started: float, m: models.
         return 130
     shown.close()
     return console.close_run(done, out, time.perf_counter() - started, opts.results_dir,
-                             opts.log_dir, session.overheads,
+                             opts.log_dir, session.cells.overheads,
                              "executed cell (container start/stop, result handling)")
 
 
-def _run_round(session: _Session, slots: list[schedule.Slot], mode: str, seed: int,
-               shown: MatrixProgress, done: list[tuple[cellmod.Cell, dict[str, Any]]]) -> None:
+def _run_round(session: _Session, slots: list[schedule.Slot], mode: str, seed: int) -> None:
     for slot in slots:
-        shown.start(len(done) + 1, slot.cell.label)
-        record, ending = session.run(slot, mode, seed)
-        done.append((slot.cell, record))
-        shown.done(ending, executed=not ending.startswith(("cached", "refused")))
+        session.run(slot, mode, seed)
 
 
 def _policy(m: models.Matrix, opts: Options) -> decide.Policy:

@@ -30,7 +30,7 @@ def _mount(bind: Bind) -> str:
 
 def _no_scratch(spec: ContainerSpec, runtime: str) -> None:
     # Apptainer and Enroot mount no tmpfs over one path; Slurm's copy of a workload has no
-    # __pycache__ to hide (slurm/run.py copies it without them), so none is asked for.
+    # __pycache__ to hide (slurm/staging.py copies it without them), so none is asked for.
     if spec.scratch:
         raise ValueError("%s cannot hide %s" % (runtime, ", ".join(s.target for s in
                                                                   spec.scratch)))

@@ -15,7 +15,7 @@ import pytest
 from e2e_support import E2E_MATRIX, ROOT, envbench, gpu_refusal
 
 from bench.fingerprint import bench_sha256
-from envbench.cells import containerrun, expansion
+from envbench.cells import containerrun, expansion, takein
 from envbench.cells.expansion import Cell
 from envbench.engine import gpu, spec
 from envbench.engine.host import Host
@@ -170,9 +170,15 @@ def _run_cell(client, target: Target, image, folder: Path) -> dict:
     """One cell through the runner, as the kit's bench command would run it."""
     p = expansion.prepare(_cell("gpu" if target.device == "cuda" else "cpu"), target, 2,
                       SYNTHETIC_DATA, image.id)
-    return containerrun.run_cell(client, p.command(), p.config, target, p.resources, image,
+    return containerrun.run_cell(client, p.command(), target, p.resources, image,
                                  containerrun.Mounts(folder, folder, None, folder / ".cells"),
-                                 "%s.json" % p.file_stem)
+                                 "%s.json" % p.file_stem, _take(p, target, folder))
+
+
+def _take(p, target: Target, results: Path):
+    """The kit's own take-in of an ended cell, without saving it."""
+    placed = takein.Placed(p, target, {}, None)
+    return lambda ending: takein.record_of(ending, placed, results)
 
 
 def _image(client, first_run, env_name: str):
@@ -280,8 +286,8 @@ def test_a_cell_sees_only_an_empty_folder_of_its_own(client, first_run, tmp_path
     p = expansion.prepare(_cell(), target, 2, SYNTHETIC_DATA, image.id)
     mounts = containerrun.Mounts(results, logs, None, tmp_path / ".cells")
     try:
-        record = containerrun.run_cell(client, [HOSTILE_CELL], p.config, target, p.resources,
-                                       image, mounts, "mine.json")
+        record = containerrun.run_cell(client, [HOSTILE_CELL], target, p.resources, image,
+                                       mounts, "mine.json", _take(p, target, results))
     finally:
         client.images.remove(image.id, force=True)
     log = (logs / "mine.log").read_text()

@@ -194,3 +194,21 @@ def test_each_shared_fact_is_assigned_in_one_module():
     assert assigned == {name: [where] for name, where in ONCE.items()}
     assert sentence == ["envbench/cells/takein.py"]
     assert visible == ["envbench/engine/spec.py"]
+
+
+def test_a_cells_record_is_completed_and_saved_by_the_take_in_alone():
+    """Docker, Slurm and a kept result each once completed and saved a cell's record their
+    own way (#49): now an executor says how the cell ended and takein makes the record. A
+    failed record the host writes before anything runs (records.failed) is the other way."""
+    callers: dict[str, list[str]] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            where = str(path.relative_to(ROOT))
+            for node in ast.walk(ast.parse(path.read_text(), where)):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and isinstance(node.func.value, ast.Name) \
+                        and node.func.value.id == "records" \
+                        and node.func.attr in ("annotate", "save"):
+                    callers.setdefault(node.func.attr, []).append(where)
+    assert callers == {"annotate": ["envbench/cells/takein.py"],
+                       "save": ["envbench/cells/takein.py"]}

@@ -173,7 +173,7 @@ def test_a_job_state_says_which_job_ended_how():
 
 
 def test_a_failed_steps_last_words_carry_the_fix_where_it_is_known():
-    from envbench.slurm.run import _last_words
+    from envbench.slurm.jobcells import _last_words
     log = ["Error: runc: runc create failed: unable to start container process: error during "
            "container init: error setting rlimits for ready process: error setting rlimit "
            "type 7: operation not permitted: OCI permission denied",
@@ -214,3 +214,4 @@ benchmark: {epochs: 1}
     hopper = preflight.node_gpu("NVIDIA H100 80GB HBM3, 550.54.15, 9.0, 81559 MiB")
     assert set(preflight.stack_blocks(dict(m.environments), hopper)) == {"cu11"}
     assert preflight.node_gpu("NVIDIA-SMI has failed because it couldn't communicate") is None
+

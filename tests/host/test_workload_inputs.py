@@ -21,6 +21,7 @@ from envbench.matrix import inputs, models
 from envbench.matrix.workloads import resolve_all
 from envbench.results import identity
 from envbench.slurm import run as slurmrun
+from envbench.slurm import staging
 from envbench.user_errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,20 +206,20 @@ def test_slurm_copies_an_input_once_by_digest_and_checks_the_copy(tmp_path):
     given = resolve_all(m, tmp_path / "m")["ft"].inputs[0]
     shared = tmp_path / "shared"
     out = io.StringIO()
-    copied = slurmrun._copy_input(given, shared, out)
-    assert copied == shared / "inputs" / given.sha256 / slurmrun.FOLDER_LEAF
+    copied = staging.copy_input(given, shared, out)
+    assert copied == shared / "inputs" / given.sha256 / staging.FOLDER_LEAF
     assert _expected_digest(copied) == given.sha256 and "copying input weights" in out.getvalue()
     # Copied once: a second cell (or run) uses what lies there.
     out = io.StringIO()
-    assert slurmrun._copy_input(given, shared, out) == copied and out.getvalue() == ""
+    assert staging.copy_input(given, shared, out) == copied and out.getvalue() == ""
     # --print: the command, nothing written.
     printed = io.StringIO()
-    elsewhere = slurmrun._copy_input(given, tmp_path / "other", printed, copy=False)
+    elsewhere = staging.copy_input(given, tmp_path / "other", printed, copy=False)
     assert printed.getvalue().startswith("mkdir -p ") and not elsewhere.exists()
     # A file that changed after the host hashed it: the copy is refused, nothing left behind.
     (weights / "config.json").write_text('{"hidden_size": 9}')
     with pytest.raises(UserError) as caught:
-        slurmrun._copy_input(given, tmp_path / "third", io.StringIO())
+        staging.copy_input(given, tmp_path / "third", io.StringIO())
     assert "it changed while it was copied" in str(caught.value)
     assert not any((tmp_path / "third" / "inputs").iterdir())
     # A file input: its name is part of its digest, and of where it lands.
@@ -226,7 +227,7 @@ def test_slurm_copies_an_input_once_by_digest_and_checks_the_copy(tmp_path):
     table.write_text("from the login node")
     m = _matrix(tmp_path / "m", "{table: %s}" % table)
     one = resolve_all(m, tmp_path / "m")["ft"].inputs[0]
-    landed = slurmrun._copy_input(one, shared, io.StringIO())
+    landed = staging.copy_input(one, shared, io.StringIO())
     assert landed == shared / "inputs" / one.sha256 / "table.txt"
     assert landed.read_text() == "from the login node"
     assert sorted(p.name for p in (shared / "inputs").iterdir()) == sorted(
@@ -239,13 +240,13 @@ def test_slurm_copies_an_input_once_by_digest_and_checks_the_copy(tmp_path):
     renamed = resolve_all(m, tmp_path / "m")["ft"].inputs[0]
     assert renamed.sha256 == given.sha256
     out = io.StringIO()
-    assert slurmrun._copy_input(renamed, shared, out) == copied and out.getvalue() == ""
+    assert staging.copy_input(renamed, shared, out) == copied and out.getvalue() == ""
     # A name Podman's --mount or a src:dst list would split is refused before any copy.
     odd = tmp_path / "reviews,2024.csv"
     odd.write_text("text,label\n")
     m = _matrix(tmp_path / "m", "{table: '%s'}" % odd)
     with pytest.raises(UserError, match="a file name holding ',' or ':'"):
-        slurmrun._copy_input(resolve_all(m, tmp_path / "m")["ft"].inputs[0],
+        staging.copy_input(resolve_all(m, tmp_path / "m")["ft"].inputs[0],
                              tmp_path / "fourth", io.StringIO())
     assert not (tmp_path / "fourth").exists()
 
