@@ -93,6 +93,55 @@ def partitions() -> dict[str, Partition]:
     return found
 
 
+# Node states (sinfo %T) in which a node takes no new job: it must be resumed (by an admin, or
+# by Slurm once it answers again) before a job can start on it. A trailing "*" means the node
+# does not answer; "~" (powered down to save energy) and "#" (powering up) are nodes Slurm
+# starts for a job, so they can take one.
+CLOSED_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "maint",
+                 "reserved", "inval", "future", "unknown", "not_responding")
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str  # sinfo's long form, flags included: idle, mixed, drained, down*, idle~, ...
+    reason: str  # why an admin or Slurm set it so ("none" where there is no reason)
+
+    @property
+    def open(self) -> bool:
+        """Whether a job can start on the node (now, or once the jobs on it end)."""
+        if self.state.endswith("*"):  # not responding: Slurm sets it DOWN soon
+            return False
+        # Flags trail the state (idle~, mixed-); a compound state joins its parts (idle+drain).
+        parts = self.state.rstrip("~#!%$@^-*").split("+")
+        return not any(part in CLOSED_STATES for part in parts)
+
+    def describe(self) -> str:
+        said = self.reason.strip()
+        return "%s %s%s" % (self.name, self.state, " (%s)" % said
+                            if said and said.lower() not in ("none", "(null)") else "")
+
+
+def node_states(partition: str, nodelist: str | None = None) -> list[NodeState]:
+    """The state of each node of ``partition`` (only those of ``nodelist``, where given)."""
+    command = ["sinfo", "--noheader", "--Node", "--partition", partition, "--format",
+               "%N|%T|%E"]
+    if nodelist is not None:
+        command += ["--nodes", nodelist]
+    return parse_node_states(run(command).stdout)
+
+
+def parse_node_states(text: str) -> list[NodeState]:
+    """sinfo --Node --format '%N|%T|%E': one line a node, its name, state and reason."""
+    found: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|", 2)
+        if len(parts) == 3 and parts[0]:
+            found.setdefault(parts[0], NodeState(parts[0], parts[1].strip().lower(),
+                                                 parts[2].strip()))
+    return list(found.values())
+
+
 def _number(text: str) -> int:
     """sinfo's '64', '64+' (mixed nodes: at least), '257000'."""
     digits = text.rstrip("+").strip()

@@ -73,6 +73,9 @@ def run(target: str, block: Slurm, out: TextIO, probe: bool = True) -> Checks:
                          "admins, or name another partition")):
         checks.show(out)
         return checks
+    if not _nodes_open(checks, block):
+        checks.show(out)
+        return checks
     wanted = block.gpu_count
     if wanted:
         kind = None
@@ -104,6 +107,31 @@ def run(target: str, block: Slurm, out: TextIO, probe: bool = True) -> Checks:
         marker.unlink(missing_ok=True)
     checks.show(out)
     return checks
+
+
+def _nodes_open(checks: Checks, block: Slurm) -> bool:
+    """Whether any node of the partition (of the block's nodelist) can start a job: one
+    that is down or drained would keep the probe, and the job, waiting for the probe's whole
+    wait. Slurm's own words for each closed node, with the admin's reason."""
+    try:
+        nodes = cluster.node_states(block.partition, block.nodelist)
+    except cluster.SlurmError as exc:
+        return checks.add(False, "sinfo could not list the nodes of %s: %s"
+                          % (block.partition, exc))
+    where = "partition %s%s" % (block.partition, " (nodelist %s)" % block.nodelist
+                                if block.nodelist else "")
+    if not nodes:
+        return checks.add(False, "%s has no node: name another partition, or check "
+                                 "nodelist" % where)
+    open_nodes = [node for node in nodes if node.open]
+    closed = [node.describe() for node in nodes if not node.open]
+    if not open_nodes:
+        return checks.add(False, "no node of %s can start a job: %s; ask the admins to "
+                                 "resume one, or name another partition"
+                          % (where, "; ".join(closed[:8]) + (" …" if len(closed) > 8 else "")))
+    return checks.add(True, "%d of %d node(s) of %s can start a job%s"
+                      % (len(open_nodes), len(nodes), where,
+                         " (%s)" % "; ".join(closed[:4]) if closed else ""))
 
 
 def probe_command(block: Slurm, marker: Path) -> list[str]:

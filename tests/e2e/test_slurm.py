@@ -208,6 +208,33 @@ def test_a_partition_that_does_not_exist_is_refused_before_anything_is_submitted
     assert "Traceback" not in proc.stdout
 
 
+def test_a_partition_whose_nodes_are_all_drained_is_refused_at_once_in_slurms_words(
+        e2e_env, base_tag, partition, tmp_path):
+    """Not after the probe's wait for a node that will not come: sinfo says it at once."""
+    matrix = _matrix(tmp_path, base_tag, partition)
+    before = slurm_cluster.jobs()
+    slurm_cluster.set_node_state("DRAIN", reason="disk swap by the admins")
+    try:
+        proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports",
+                        tmp_path / "reports", "--synthetic")
+    finally:
+        slurm_cluster.set_node_state("RESUME")
+        slurm_cluster.wait_idle()
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert re.search(r"✘ no node of partition %s can start a job: %s drain(ed|ing)? \(disk "
+                     r"swap by the admins\); ask the admins to resume one"
+                     % (partition, slurm_cluster.node_name()), proc.stdout), proc.stdout
+    assert "is seen from" not in proc.stdout  # refused before the probe job was submitted
+    assert "nothing submitted" in proc.stdout and slurm_cluster.jobs() == before
+    assert "Traceback" not in proc.stdout
+    # And with the node back, the same check passes and says so.
+    again = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", tmp_path / "reports",
+                     "--synthetic", "--print")
+    assert "✔ 1 of 1 node(s) of partition %s can start a job" % partition in again.stdout, \
+        again.stdout
+
+
 @pytest.fixture(scope="module")
 def podman_engine(partition, base_tag, client, tmp_path_factory):
     """Podman's Docker-compatible API as the login node's only engine, holding the base."""
