@@ -38,8 +38,7 @@ def main(argv=None):
         code = 130
     except Terminated:
         record["error"] = {"type": FailureKind.INTERRUPTED,
-                           "message": "stopped by SIGTERM (docker stop, or the Docker engine "
-                                      "shutting down)"}
+                           "message": STOPPED}
         code = 143
     except Exception as exc:
         record["error"] = errors.describe(exc)
@@ -55,6 +54,12 @@ def main(argv=None):
     record["run_s"] = round(time.perf_counter() - started, 3)
     result.write_atomic(args.out, record)
     return code
+
+
+# bench cannot tell who stopped its container: the runtime's own words (Docker's, Podman's, a
+# Slurm job's end) are the host's to add.
+STOPPED = ("stopped by SIGTERM: its container was stopped (docker or podman stop, the engine "
+           "shutting down, or the batch job that ran it ending)")
 
 
 def _fill_env_if_missing(record):
