@@ -94,9 +94,10 @@ def partitions() -> dict[str, Partition]:
 
 
 # Node states (sinfo %T) in which a node takes no new job: it must be resumed (by an admin, or
-# by Slurm once it answers again) before a job can start on it. A trailing "*" means the node
-# does not answer; "~" (powered down to save energy) and "#" (powering up) are nodes Slurm
-# starts for a job, so they can take one.
+# by Slurm once it answers again) before a job can start on it. "~" (powered down to save
+# energy) and "#" (powering up) are nodes Slurm starts for a job, so they can take one; a
+# trailing "*" (not answering just now, as a node does for a moment after it is resumed)
+# leaves the judgement to the state before it and to the probe job.
 CLOSED_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "maint",
                  "reserved", "inval", "future", "unknown", "not_responding")
 
@@ -110,8 +111,6 @@ class NodeState:
     @property
     def open(self) -> bool:
         """Whether a job can start on the node (now, or once the jobs on it end)."""
-        if self.state.endswith("*"):  # not responding: Slurm sets it DOWN soon
-            return False
         # Flags trail the state (idle~, mixed-); a compound state joins its parts (idle+drain).
         parts = self.state.rstrip("~#!%$@^-*").split("+")
         return not any(part in CLOSED_STATES for part in parts)

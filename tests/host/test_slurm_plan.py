@@ -222,6 +222,7 @@ def test_a_node_takes_a_job_unless_slurm_says_it_is_closed():
         "n5|idle~|none\nn6|idle+drain|kernel update\nn7|draining|reboot\nn8|allocated|none\n"
         "n9|idle*|none\nn2|drained|disk swap\n")
     assert [n.name for n in nodes] == ["n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9"]
-    assert [n.name for n in nodes if n.open] == ["n1", "n4", "n5", "n8"]
+    # n9 does not answer this moment (as just after a resume): the probe job judges it.
+    assert [n.name for n in nodes if n.open] == ["n1", "n4", "n5", "n8", "n9"]
     assert nodes[1].describe() == "n2 drained (disk swap)"
     assert nodes[0].describe() == "n1 idle"
