@@ -1,16 +1,19 @@
 """Images for the nodes, in shared_dir/images, once per image ID: the engine's image saved as
 an archive (what `podman load` and `apptainer build docker-archive://` take), and for Pyxis an
-Enroot squashfs made from the engine on the login node. What exists is not made again; what
-is made is written under a temporary name and renamed, so a killed run leaves no half image
-that a later one would take for whole."""
+Enroot squashfs made from the engine on the login node. What exists is not made again if its
+bytes are the ones the kit recorded writing (trust.Manifest), else it is set aside and made
+again; what is made is written under a temporary name and renamed, so a killed run leaves no
+half image that a later one would take for whole."""
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, TextIO
 
+from envbench.slurm import trust
 from envbench.slurm.script import ImageUse
 from envbench.user_errors import UserError
 
@@ -36,18 +39,22 @@ def reference(runtime: str, shared_dir: Path, image_id: str) -> str:
     return str(folder(shared_dir) / ("%s%s" % (_hex(image_id), suffix)))
 
 
-def save_archive(client: Any, image_id: str, shared_dir: Path, out: TextIO) -> Path:
-    """The image as `docker save` writes it, in shared_dir/images (kept if there)."""
+def save_archive(client: Any, image_id: str, shared_dir: Path, out: TextIO,
+                 manifest: trust.Manifest) -> tuple[Path, str]:
+    """The image as `docker save` writes it, in shared_dir/images (kept if there and its
+    bytes are the ones recorded); the archive and its sha256."""
     path = archive_path(shared_dir, image_id)
-    if path.is_file():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    trust.kit_folder(path.parent)
+    if manifest.trusted(path, "image archive", out):
+        return path, manifest.digests[str(path)]
     partial = path.with_name(path.name + ".partial-%d" % os.getpid())
     print("saving image %s for the nodes (%s)" % (_hex(image_id)[:12], path), file=out,
           flush=True)
+    sha = hashlib.sha256()
     try:
         with open(partial, "wb") as handle:
             for chunk in client.images.get(image_id).save(named=False):
+                sha.update(chunk)
                 handle.write(chunk)
         os.replace(partial, path)
     except OSError as exc:  # the partial file goes in the finally below
@@ -55,13 +62,17 @@ def save_archive(client: Any, image_id: str, shared_dir: Path, out: TextIO) -> P
                                                                        or exc)) from None
     finally:
         partial.unlink(missing_ok=True)
-    return path
+    manifest.record(path, sha.hexdigest())
+    return path, sha.hexdigest()
 
 
-def enroot_import(tag: str, image_id: str, shared_dir: Path, out: TextIO) -> Path:
-    """Pyxis's squashfs, made from the engine's image by enroot on the login node."""
+def enroot_import(tag: str, image_id: str, shared_dir: Path, out: TextIO,
+                  manifest: trust.Manifest) -> Path:
+    """Pyxis's squashfs, made from the engine's image by enroot on the login node (kept if
+    there and its bytes are the ones recorded)."""
     path = Path(reference("pyxis", shared_dir, image_id))
-    if path.is_file():
+    trust.kit_folder(path.parent)
+    if manifest.trusted(path, "squashfs", out):
         return path
     if shutil.which("enroot") is None:
         raise UserError("runtime pyxis: enroot is not on this login node, which makes the "
@@ -75,17 +86,23 @@ def enroot_import(tag: str, image_id: str, shared_dir: Path, out: TextIO) -> Pat
         partial.unlink(missing_ok=True)
         raise UserError("enroot import of %s failed: %s" % (tag, " ".join(
             (proc.stderr or proc.stdout).split())[-400:]))
+    digest = trust.sha256_of(partial)
     os.replace(partial, path)
+    manifest.record(path, digest)
     return path
 
 
 def ready(runtime: str, client: Any, tag: str, image_id: str, shared_dir: Path,
-          out: TextIO) -> ImageUse:
-    """Make what the runtime's steps need of this image; how the job uses it."""
-    archive = save_archive(client, image_id, shared_dir, out)
+          out: TextIO, manifest: trust.Manifest) -> ImageUse:
+    """Make what the runtime's steps need of this image; how the job uses it, with the
+    digests the node checks before it loads anything."""
+    archive, digest = save_archive(client, image_id, shared_dir, out, manifest)
+    squashfs = None
     if runtime == "pyxis":
-        enroot_import(tag, image_id, shared_dir, out)
-    return ImageUse(runtime, str(archive), reference(runtime, shared_dir, image_id))
+        made = enroot_import(tag, image_id, shared_dir, out, manifest)
+        squashfs = manifest.digests[str(made)]
+    return ImageUse(runtime, str(archive), reference(runtime, shared_dir, image_id), digest,
+                    squashfs)
 
 
 def conversion_commands(runtime: str, tag: str, image_id: str, shared_dir: Path) -> list[str]:

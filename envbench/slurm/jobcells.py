@@ -22,8 +22,8 @@ from envbench.images.build import BuiltImage
 from envbench.matrix import models
 from envbench.matrix.inputs import InputPlan
 from envbench.results import store
-from envbench.slurm import cluster, images, runtimes, staging
-from envbench.slurm.script import ImageUse, Step, render
+from envbench.slurm import cluster, images, runtimes, staging, trust
+from envbench.slurm.script import REFUSED, ImageUse, Step, render
 from envbench.user_errors import UserError
 
 # Characters the job's bash would read as its own inside the quoted words of a step.
@@ -42,6 +42,7 @@ class Job:
     out: TextIO
     log_dir: Path  # where the host keeps each cell's log
     client: Any = None  # the engine the images are saved from
+    manifest: trust.Manifest | None = None  # the image files' digests (None: --print)
     shared_data: Path | None = None
     copy: bool = True
     # by file stem, in order: what each cell runs and what its record is completed with
@@ -61,9 +62,10 @@ class Job:
         shared = Path(self.block.shared_dir)
         if cell.environment not in self.uses:
             if self.copy:
+                assert self.manifest is not None
                 self.uses[cell.environment] = images.ready(
                     self.block.runtime, self.client, built.plan.tag, built.image.id, shared,
-                    self.out)
+                    self.out, self.manifest)
             else:
                 self.uses[cell.environment] = ImageUse(
                     self.block.runtime, str(images.archive_path(shared, built.image.id)),
@@ -72,7 +74,8 @@ class Job:
                     if cell.workload.path else None)
         inputs = [(given, staging.copy_input(given, shared, self.out, self.copy))
                   for given in cell.workload.inputs]
-        self.steps.append(self._step(p, self.uses[cell.environment], built, workload, inputs))
+        self.steps.append(self._step(p, self.uses[cell.environment], built, workload, inputs,
+                                     placed.target.timeout_s))
         self.cells[p.file_stem] = placed
 
     def script(self) -> str:
@@ -94,7 +97,8 @@ class Job:
         for stem in list(self.cells):
             folder = self.run_dir / "cells" / stem
             if (folder / "exit").is_file():
-                take(self.cells.pop(stem), self._ending(stem, folder, None))
+                placed = self.cells.pop(stem)
+                take(placed, self._ending(placed, folder, None))
         if self.cells and (state is None or state.ended):
             # One more look: a step may have ended between the first look and the state.
             for stem in list(self.cells):
@@ -102,13 +106,18 @@ class Job:
                 sentence = (state.sentence(self.job_id) if state is not None else
                             "Slurm no longer knows job %s (it ended before its state could "
                             "be read)" % self.job_id)
-                if state is not None and state.state == "COMPLETED" \
+                refused = _refused(self.run_dir)
+                if refused and not (folder / "exit").is_file():
+                    sentence = "Slurm job %s stopped before its steps: %s" % (self.job_id,
+                                                                              refused)
+                elif state is not None and state.state == "COMPLETED" \
                         and not (folder / "exit").is_file():
                     sentence = ("Slurm job %s ended COMPLETED without running this cell's "
                                 "step (its output: %s)" % (self.job_id,
                                                            self.run_dir / "job.out"))
-                take(self.cells.pop(stem), self._ending(
-                    stem, folder, None if (folder / "exit").is_file() else sentence))
+                placed = self.cells.pop(stem)
+                take(placed, self._ending(
+                    placed, folder, None if (folder / "exit").is_file() else sentence))
         return bool(self.cells)
 
     def _say(self, state: cluster.JobState | None) -> None:
@@ -123,7 +132,8 @@ class Job:
         self.last_seen = seen
 
     def _step(self, p: cellmod.Prepared, use: ImageUse, image: BuiltImage,
-              workload: Path | None, inputs: list[tuple[InputPlan, Path]]) -> Step:
+              workload: Path | None, inputs: list[tuple[InputPlan, Path]],
+              timeout_s: int) -> Step:
         res: Resources = p.resources
         # The copies in shared_dir: the workload's left its bytecode caches out
         # (staging.copy_workload), so there is nothing to hide; the inputs', in the plan's
@@ -145,16 +155,21 @@ class Job:
                 raise UserError("%s: a path holding $, `, \", \\ or a newline cannot be "
                                 "handed to a batch script's steps; move it" % bind.source)
         cpus = int(res.cpus) if res.cpus else self.host.cpus
-        options = ["--cpus-per-task=%d" % max(1, cpus)]
+        # The target's timeout_s as the step's own time limit: a cell that hangs is ended by
+        # Slurm, and the job goes on to the next, as the engine's wait does on a VM.
+        options = ["--cpus-per-task=%d" % max(1, cpus),
+                   "--time=%d:%02d" % divmod(timeout_s, 60)]
         if self.block.runtime != "podman" and launch.memory_bytes:
             options.append("--mem=%dM" % max(1, launch.memory_bytes // 2**20))
         if self.block.runtime == "pyxis":
             return Step(p.file_stem, options + runtimes.pyxis(launch), [])
         return Step(p.file_stem, options, runtimes.BUILDERS[self.block.runtime](launch))
 
-    def _ending(self, stem: str, folder: Path, ended: str | None) -> takein.Ending:
+    def _ending(self, placed: takein.Placed, folder: Path, ended: str | None
+                ) -> takein.Ending:
         """How the cell's step ended, as Slurm and the step's folder say; ``ended``: the
         job ended without running it, in one sentence."""
+        stem = placed.p.file_stem
         log_lines = _save_log(folder, self.log_dir / ("%s.log" % stem))
         info = _slurm_info(self, folder)
         ending = takein.Ending(None, log_lines, overrules=True, noise=_noise(info),
@@ -174,6 +189,10 @@ class Job:
                     else None) or _last_words(log_lines)
             ending.failure = (FailureKind.SLURM_JOB_ENDED, state.sentence(self.job_id or "?")
                               + ("; the step said: %s" % said if said else ""))
+        elif failed and _past_time_limit(log_lines):
+            ending.failure = (FailureKind.TIMEOUT, "the cell ran past the target's timeout_s="
+                              "%d: Slurm ended its step (Slurm job %s)"
+                              % (placed.target.timeout_s, self.job_id))
         elif record is None and code:
             said = _last_words(log_lines)
             ending.failure = (FailureKind.CONTAINER_EXITED,
@@ -202,6 +221,21 @@ def _last_words(lines: list[str]) -> str:
             fixes = [fix for needle, fix in KNOWN_FIXES.items() if needle in text]
             return said + ("; %s" % fixes[0] if fixes else "")
     return ""
+
+
+def _refused(run_dir: Path) -> str:
+    """What the job said when it stopped before its steps (script.checked), as one line."""
+    try:
+        with boundedread.regular(run_dir / REFUSED, 4096) as stream:
+            said = stream.read(4096)
+    except (OSError, boundedread.Unreadable):
+        return ""
+    return terminal.safe(" ".join(said.decode("utf-8", errors="replace").split()))[:600]
+
+
+def _past_time_limit(lines: list[str]) -> bool:
+    """Whether Slurm ended the step at its time limit (slurmstepd's or srun's words)."""
+    return any("DUE TO TIME LIMIT" in line and "STEP" in line for line in lines[-50:])
 
 
 def _read_exit(folder: Path) -> int | None:

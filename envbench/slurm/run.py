@@ -29,7 +29,7 @@ from envbench.engine import connection
 from envbench.engine.host import Host
 from envbench.matrix import models
 from envbench.results.identity import DataIdentity
-from envbench.slurm import cluster, images, preflight, staging
+from envbench.slurm import cluster, images, preflight, staging, trust
 from envbench.slurm.jobcells import Job
 from envbench.user_errors import BadInput
 
@@ -136,7 +136,8 @@ def _plan_job(name: str, m: models.Matrix, cells: list[cellmod.Cell], host: Host
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     copy = not opts.print_only
     job = Job(name, block, shared / "runs" / ("%s-%s-%s" % (name, stamp, secrets.token_hex(3))),
-              host, out, opts.log_dir, client, copy=copy)
+              host, out, opts.log_dir, client, copy=copy,
+              manifest=trust.Manifest() if copy else None)
     if opts.print_only:
         print("# the data and code the cells read (envbench copies them unless --print):",
               file=out)
@@ -168,7 +169,7 @@ def _plan_job(name: str, m: models.Matrix, cells: list[cellmod.Cell], host: Host
         print("# the batch script (sbatch it from a folder you may write):", file=out)
         print(text, file=out)
         return job
-    job.run_dir.mkdir(parents=True, exist_ok=True)
+    trust.kit_folder(job.run_dir)
     (job.run_dir / "job.sh").write_text(text)
     return job
 

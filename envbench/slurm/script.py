@@ -31,6 +31,10 @@ class ImageUse:
     runtime: str
     archive: str         # docker save's archive in shared_dir/images
     reference: str       # podman: the image ID; apptainer: the SIF; pyxis: the squashfs
+    # The sha256 of the archive (and of Pyxis's squashfs) the login node wrote: the node
+    # checks the file against it before using it (None: --print, nothing written yet).
+    archive_sha256: str | None = None
+    squashfs_sha256: str | None = None
 
 
 def header(job_name: str, block: Slurm, run_dir: PurePosixPath) -> list[str]:
@@ -72,6 +76,8 @@ others() {  # the other jobs on this node now (none on an exclusive node)
     | awk -v me="$SLURM_JOB_ID" '$1 != me'
 }
 
+after_step() { :; }  # STEM: what a runtime leaves of a step that was ended (Podman's below)
+
 cell() {  # STEM, then srun's arguments: one step, its traces in $RUN/cells/STEM
   local stem=$1; shift
   local dir="$RUN/cells/$stem"
@@ -82,6 +88,7 @@ cell() {  # STEM, then srun's arguments: one step, its traces in $RUN/cells/STEM
   CURRENT=$stem
   srun --ntasks=1 --nodes=1 "$@" > "$dir/log" 2>&1
   local code=$?
+  after_step "$stem"
   others > "$dir/others.after"
   env | grep -E "^(%(said)s)=" > "$dir/slurm.env"
   echo "$code" > "$dir/exit.partial" && mv "$dir/exit.partial" "$dir/exit"
@@ -98,21 +105,46 @@ SAID = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "SLURM_JOB_NODELIST", "SLURMD_NOD
 # Podman: a job cancelled (scancel, Ctrl-C on the login node) or out of time kills the
 # step's podman client; its container must not run on, or stay, after the job.
 PODMAN_TRAP = ("CURRENT=\ntrap '[ -n \"$CURRENT\" ] && podman rm --force --ignore "
-               "\"envbench-$CURRENT\" >/dev/null 2>&1' EXIT TERM INT")
+               "\"envbench-$CURRENT\" >/dev/null 2>&1' EXIT TERM INT\n"
+               # A step Slurm ended at its time limit killed the podman client, not always
+               # its container: removed before the next step starts.
+               "after_step() { podman rm --force --ignore \"envbench-$1\" >/dev/null 2>&1; }")
 
 
 def prepare_image(use: ImageUse) -> str:
-    """The job's line that makes one image ready on the node (none for Pyxis: its squashfs
-    is made on the login node, where enroot reads the engine)."""
+    """The job's line that makes one image ready on the node, the file it reads from
+    shared_dir checked first against the sha256 the login node wrote (none to make for Pyxis:
+    its squashfs is made on the login node, where enroot reads the engine; only checked)."""
     archive, reference = shlex.quote(use.archive), shlex.quote(use.reference)
     if use.runtime == "podman":
-        return ("podman image exists %s || podman load --quiet --input %s >&2 "
-                "|| echo %s >&2" % (reference, archive, shlex.quote(
-                    "envbench: podman could not load %s" % use.archive)))
+        return ("podman image exists %s || { %s && podman load --quiet --input %s >&2; } "
+                "|| echo %s >&2" % (reference, checked(use.archive, use.archive_sha256),
+                                    archive, shlex.quote(
+                                        "envbench: podman could not load %s" % use.archive)))
     if use.runtime == "apptainer":
-        return ("[ -f %s ] || { apptainer build %s.partial docker-archive://%s >&2 && "
-                "mv %s.partial %s; }" % (reference, reference, archive, reference, reference))
-    return ": # %s: made on the login node" % use.reference
+        return ("[ -f %s ] || { %s && apptainer build %s.partial docker-archive://%s >&2 && "
+                "mv %s.partial %s; }" % (reference, checked(use.archive, use.archive_sha256),
+                                         reference, archive, reference, reference))
+    return "%s  # %s: made on the login node" % (checked(use.reference, use.squashfs_sha256),
+                                                 use.reference)
+
+
+# Where the job says why it stopped before its steps: the login node reads it into the
+# sentence each unrun cell is failed with.
+REFUSED = "refused"
+
+
+def checked(path: str, sha256: str | None) -> str:
+    """A command that goes on only where ``path`` holds the bytes of ``sha256``; else the job
+    says why in $RUN/refused and ends before any step (where ``sha256`` is None, --print:
+    nothing to check)."""
+    if sha256 is None:
+        return "true"
+    said = ("%s on the node is not the file the login node wrote (its sha256 differs): "
+            "not used; run the same command again to make it again" % path)
+    return ('{ echo %s | sha256sum --check --status || { echo %s | tee "$RUN/%s" >&2; '
+            'exit 1; }; }' % (shlex.quote("%s  %s" % (sha256, path)), shlex.quote(said),
+                              REFUSED))
 
 
 def render(job_name: str, block: Slurm, run_dir: PurePosixPath, images: list[ImageUse],

@@ -4,57 +4,93 @@ names a step's container runtime could not mount, refused before anything is cop
 """
 from __future__ import annotations
 
+import os
 import secrets
 import shlex
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from bench import workloads as catalog
+from bench.errors import WorkloadError
 from envbench.cells import dataset
 from envbench.cells import expansion as cellmod
 from envbench.matrix import inputs as inputmod
 from envbench.matrix.inputs import InputPlan
 from envbench.results.identity import DataIdentity
+from envbench.slurm import trust
 from envbench.user_errors import UserError
 
 
 def copy_data(data_dir: Path, data: DataIdentity, shared: Path, out: TextIO,
-               copy: bool = True) -> Path:
-    """The data set in shared_dir/data/DIGEST (copied once: the digest names its content).
-    ``copy`` False (--print): the command that would copy it, printed, nothing written."""
+              copy: bool = True) -> Path:
+    """The data set in shared_dir/data/DIGEST, copied once and hashed again whenever it is
+    found there (the digest names its content: a copy whose bytes are not those is set
+    aside and copied again). ``copy`` False (--print): the command that would copy it,
+    printed, nothing written."""
     where = shared / "data" / (data.sha256 or "unnamed")
-    if not (where / dataset.FOLDER).is_dir():
-        if not copy:
+    if not copy:
+        if not (where / dataset.FOLDER).is_dir():
             print("cp -r %s %s" % (shlex.quote(str(data_dir)), shlex.quote(str(where))),
                   file=out)
+        return where
+    trust.kit_folder(where.parent)
+    if where.exists() or where.is_symlink():
+        found = _digest_or_none(lambda: dataset.digest(where))
+        if found is not None and found == data.sha256:
             return where
-        print("copying the data set to %s" % where, file=out, flush=True)
-        partial = where.with_name(where.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
+        trust.discard(where, "is not the data set its name says (%s)" % (
+            "its files' sha256 differs" if found else "its files cannot be read"), out)
+    print("copying the data set to %s" % where, file=out, flush=True)
+    partial = where.with_name(".%s.%s.partial" % (where.name, secrets.token_hex(4)))
+    try:
         shutil.copytree(data_dir, partial, symlinks=False)
+        os.chmod(partial, trust.FOLDER_MODE)
         partial.replace(where)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return where
+
+
+def _digest_or_none(digest: Callable[[], str]) -> str | None:
+    """A copy's digest, or None where it cannot be read whole (a file missing, a link)."""
+    try:
+        return digest()
+    except (OSError, UserError, WorkloadError):
+        return None
 
 
 def copy_workload(cell: cellmod.Cell, shared: Path, out: TextIO, copy: bool = True) -> Path:
     """The user's workload in shared_dir/workloads/SHA256/NAME (its digest names it), its
-    bytecode caches left out. ``copy`` False (--print): the command, printed."""
+    bytecode caches left out; hashed again whenever it is found there (one whose digest is
+    not its name's is set aside and copied again). ``copy`` False (--print): the command,
+    printed."""
     plan = cell.workload
     assert plan.path is not None
     refuse_separators("workload %s" % plan.name, plan.path.name)
     where = shared / "workloads" / (plan.sha256 or "unhashed") / plan.path.name
-    if not where.exists() and not copy:
-        print("mkdir -p %s && rsync -a --exclude __pycache__ %s %s"
-              % (shlex.quote(str(where.parent)), shlex.quote(str(plan.path)),
-                 shlex.quote(str(where.parent) + "/")), file=out)
-    elif not where.exists():
-        print("copying workload %s to %s" % (plan.name, where), file=out, flush=True)
-        where.parent.mkdir(parents=True, exist_ok=True)
-        if plan.path.is_dir():
-            shutil.copytree(plan.path, where, symlinks=False,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(plan.path, where)
+    if not copy:
+        if not where.exists():
+            print("mkdir -p %s && rsync -a --exclude __pycache__ %s %s"
+                  % (shlex.quote(str(where.parent)), shlex.quote(str(plan.path)),
+                     shlex.quote(str(where.parent) + "/")), file=out)
+        return where
+    trust.kit_folder(where.parent.parent)
+    if where.parent.exists() or where.parent.is_symlink():
+        found = _digest_or_none(lambda: catalog.digest(str(where)))
+        if found is not None and found == plan.sha256:
+            trust.check_folder(where.parent)
+            return where
+        trust.discard(where.parent, "is not workload %s's copy its name says (%s)" % (
+            plan.name, "its sha256 differs" if found else "it cannot be read whole"), out)
+    print("copying workload %s to %s" % (plan.name, where), file=out, flush=True)
+    trust.kit_folder(where.parent)
+    if plan.path.is_dir():
+        shutil.copytree(plan.path, where, symlinks=False,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy2(plan.path, where)
     return where
 
 
@@ -97,20 +133,30 @@ def copy_input(given: InputPlan, shared: Path, out: TextIO, copy: bool = True) -
     refuse_separators("input %s" % given.name, leaf)
     folder = shared / "inputs" / given.sha256
     where = folder / leaf
-    if where.exists():
-        return where
     if not copy:
-        print("mkdir -p %s && cp -r %s %s"
-              % (shlex.quote(str(folder)), shlex.quote(str(given.path)),
-                 shlex.quote(str(where))), file=out)
+        if not where.exists():
+            print("mkdir -p %s && cp -r %s %s"
+                  % (shlex.quote(str(folder)), shlex.quote(str(given.path)),
+                     shlex.quote(str(where))), file=out)
         return where
+    trust.kit_folder(folder.parent)
+    if folder.exists() or folder.is_symlink():
+        found = _digest_or_none(lambda: inputmod.digest(
+            where, "the copy of input %s" % given.name, inputmod.DigestCache(load=False), None,
+            given.file_name)[0])
+        if found is not None and found == given.sha256:
+            trust.check_folder(folder)
+            return where
+        trust.discard(folder, "is not input %s's copy its name says (%s)" % (
+            given.name, "its sha256 differs" if found else "it cannot be read whole"), out)
     print("copying input %s (%s) to %s" % (given.name, given.path, where), file=out,
           flush=True)
     # Copied beside, checked, then renamed into place whole: a copy cut short is never taken
     # for the input, and a copy in use (another run's job may be reading it) never removed.
     staging = folder.with_name(".%s.%s.partial" % (given.sha256, secrets.token_hex(6)))
     try:
-        staging.mkdir(parents=True)
+        staging.mkdir(mode=trust.FOLDER_MODE)
+        os.chmod(staging, trust.FOLDER_MODE)  # the umask's modes aside
         if given.path.is_dir():
             shutil.copytree(given.path, staging / leaf, symlinks=False)
         else:

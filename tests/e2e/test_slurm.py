@@ -21,6 +21,8 @@ import pytest
 import slurm_cluster
 from e2e_support import ROOT, envbench
 
+from envbench.slurm import trust
+
 pytestmark = pytest.mark.e2e
 
 
@@ -117,6 +119,62 @@ def test_two_stacks_run_as_the_steps_of_one_job_in_podman_and_a_run_again_resume
                      cifar)
     assert again.returncode == 0, again.stdout[-2000:]
     assert "nothing to submit" in again.stdout and not _job_ids(again.stdout)
+
+
+def test_an_image_archive_changed_in_shared_dir_is_saved_again_and_checked_on_the_node(
+        e2e_env, base_tag, partition, shared, tmp_path):
+    """Run after the first test, which saved the stacks' archive into shared_dir: its bytes
+    changed since are not loaded on the node; the archive is saved again, and the job
+    checks it against the sha256 the login node wrote before podman loads it."""
+    archive = sorted((shared / "images").glob("*.tar"))[0]  # one stack's of the two
+    with open(archive, "r+b") as handle:
+        handle.seek(1024)
+        handle.write(b"not the image")
+    image_id = archive.name[:-len(".tar")]
+    subprocess.run(["podman", "rmi", "--force", image_id], capture_output=True, timeout=300)
+    matrix = _matrix(tmp_path, base_tag, partition, repeats=1, epochs=1, shared=shared)
+    reports = tmp_path / "reports"
+    proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", reports, "--synthetic")
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "%s (owned by %s) is not the image archive this kit wrote there for you (its " \
+        "sha256 differs from the one recorded): removed, and made again" \
+        % (archive, trust.owner_name(os.geteuid())) in proc.stdout
+    assert "saving image %s" % image_id[:12] in proc.stdout
+    assert len(_job_ids(proc.stdout)) == 1
+    scripts = sorted((shared / "runs").glob("cluster-*/job.sh"), key=lambda p: p.stat().st_mtime)
+    assert "sha256sum --check" in scripts[-1].read_text()
+    records = _records(reports)
+    assert len(records) == 2 and all(r["status"] == "ok" for r in records), records
+    # Loaded on the node from the archive the job checked.
+    assert any(image_id in loaded for loaded in _podman_images())
+
+
+def test_a_cell_past_its_timeout_is_ended_by_slurm_and_the_job_goes_on(
+        e2e_env, base_tag, partition, shared, tmp_path):
+    """The target's timeout_s is the step's own time limit: a cell that runs on is ended by
+    Slurm, recorded Timeout in one sentence, its container removed, and the job goes on."""
+    matrix = _matrix(tmp_path, base_tag, partition, repeats=1, epochs=1000, shared=shared)
+    text = matrix.read_text().replace("    cpus: 1\n", "    cpus: 1\n    timeout_s: 20\n")
+    # One stack (one cell), and epochs that take minutes: Slurm checks time limits only
+    # every half minute or so.
+    matrix.write_text(text.replace("  slurm-b: ", "  # slurm-b: ").replace(
+        "limit: 1000,", "limit: 8000,"))
+    reports = tmp_path / "reports"
+    proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", reports, "--synthetic")
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    (job,) = _job_ids(proc.stdout)
+    (record,) = _records(reports)
+    assert record["error"]["type"] == "Timeout", record["error"]
+    assert record["error"]["message"] == ("the cell ran past the target's timeout_s=20: "
+                                          "Slurm ended its step (Slurm job %s)" % job)
+    runs = sorted((shared / "runs").glob("cluster-*"), key=lambda p: p.stat().st_mtime)
+    said = (runs[-1] / "job.out").read_text()
+    assert "envbench: all cells ran" in said, said  # the job went on past the ended step
+    left = subprocess.run(["podman", "ps", "--all", "--quiet", "--filter", "name=envbench-"],
+                          capture_output=True, text=True, timeout=60).stdout.split()
+    assert left == []
 
 
 def _started(env: dict[str, str], matrix: Path, reports: Path) -> subprocess.Popen:
@@ -233,6 +291,8 @@ def test_a_partition_whose_nodes_are_all_drained_is_refused_at_once_in_slurms_wo
                      "--synthetic", "--print")
     assert "✔ 1 of 1 node(s) of partition %s can start a job" % partition in again.stdout, \
         again.stdout
+    # Each step's own time limit is the target's timeout_s (3600 s by default).
+    assert again.stdout.count("--time=60:00") == 4, again.stdout
 
 
 @pytest.fixture(scope="module")
