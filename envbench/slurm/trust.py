@@ -26,12 +26,13 @@ import stat
 from pathlib import Path
 from typing import TextIO
 
-from envbench import cache, users
+from envbench import cache, files, users
 from envbench.user_errors import UserError
 
 FOLDER_MODE = 0o755
 MANIFEST_NAME = "slurm-shared-files.json"
 MAX_MANIFEST_BYTES = 16 * 2**20
+ANY_SIZE = 1 << 62  # an image file is as large as its image
 
 
 def _user() -> int:
@@ -89,12 +90,10 @@ def check_folder(folder: Path) -> None:
 
 
 def sha256_of(path: Path) -> str:
-    """sha256 of a regular file, opened without following a link."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-            raise OSError("not a regular file")
-        sha = hashlib.sha256()
+    """sha256 of a regular file (files.regular: no link followed, no FIFO waited on);
+    files.Unreadable where it is not one."""
+    sha = hashlib.sha256()
+    with files.regular(path, ANY_SIZE) as stream:
         for block in iter(lambda: stream.read(1 << 20), b""):
             sha.update(block)
     return sha.hexdigest()
@@ -147,8 +146,9 @@ class Manifest:
         known = self.digests.get(str(made))
         try:
             found = sha256_of(made)
-        except OSError as exc:
-            discard(made, "cannot be read as a file (%s)" % (exc.strerror or exc), out)
+        except (OSError, files.Unreadable) as exc:
+            discard(made, "cannot be read as a file (%s)" % (
+                getattr(exc, "strerror", None) or exc), out)
             return False
         if found == known:
             return True
