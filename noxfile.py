@@ -177,21 +177,41 @@ def tests(session: nox.Session) -> None:
                 "envbench/provision.py", "envbench/enginereach.py")
     session.run("lint-imports")  # the layering contract in pyproject.toml
     session.run("mypy")          # strict on the host package (pyproject.toml)
-    session.run("pytest", *session.posargs)
     if session.posargs:
+        session.run("pytest", *session.posargs)
         return  # a selection of tests was asked for: run just that
-    probe = [DEBIAN_PYTHON, "-c", "import torch, torchvision, pytest, jsonschema"]
+    # The host's and bench's own tests share nothing but the disk: they run on every core
+    # (pytest-xdist), except those marked `alone`, which time work on this machine. Those and
+    # the e2e tests (one engine, one Slurm cluster, builds and timed cells) then run one at a
+    # time, with nothing beside them.
+    session.run("pytest", *_workers(), "-m", "not alone", "tests/host", "tests/bench")
+    session.run("pytest", "-m", "alone or e2e", "tests/host", "tests/bench", "tests/e2e")
+    probe = [DEBIAN_PYTHON, "-c", "import torch, torchvision, pytest, jsonschema, xdist"]
     if shutil.which(DEBIAN_PYTHON) and subprocess.run(probe, capture_output=True).returncode == 0:
-        session.run(DEBIAN_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "tests/bench",
-                    external=True, env={"PYTHONDONTWRITEBYTECODE": "1"})
+        session.run(DEBIAN_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *_workers(),
+                    "-m", "not alone", "tests/bench", external=True,
+                    env={"PYTHONDONTWRITEBYTECODE": "1"})
+        session.run(DEBIAN_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-m", "alone",
+                    "tests/bench", external=True, env={"PYTHONDONTWRITEBYTECODE": "1"},
+                    success_codes=[0, NO_TESTS_COLLECTED])
     elif os.environ.get("CI"):
-        session.error("%s lacks torch, torchvision, pytest or jsonschema (Debian's python3-torch, "
-                      "python3-torchvision, python3-pytest, python3-jsonschema): .ci/run installs "
-                      "them" % DEBIAN_PYTHON)
+        session.error("%s lacks torch, torchvision, pytest, jsonschema or xdist (Debian's "
+                      "python3-torch, python3-torchvision, python3-pytest, python3-jsonschema, "
+                      "python3-pytest-xdist): .ci/run installs them" % DEBIAN_PYTHON)
     else:
         session.warn("bench's tests on the old stack (torch 1.13) and the classic pipeline were "
                      "not run: apt-get install python3-torch python3-torchvision python3-pytest "
-                     "python3-jsonschema")
+                     "python3-jsonschema python3-pytest-xdist")
+
+
+# pytest's exit code when a selection matched nothing (a marker no test carries yet).
+NO_TESTS_COLLECTED = 5
+
+
+def _workers() -> list[str]:
+    """pytest-xdist's workers: one per core, at most 4 (each imports torch; more gave nothing
+    on the suites' size and costs memory on a big VM)."""
+    return ["-n", str(min(4, os.cpu_count() or 1))]
 
 
 @nox.session(name="docs")

@@ -33,6 +33,8 @@ RENDEZVOUS_TIMEOUT_S = 300
 # A rank that wrote its done marker and is still alive this long after is ended: its work is
 # done and whatever holds it (a teardown deadlock) is not the run's.
 DONE_GRACE_S = 10
+# After rank 0 fails: how long a killed or failed child gets to show it (_settled_failure).
+FAILURE_SETTLE_S = 5
 # DDP models of rank 0, never destroyed: see finish().
 KEEP_ALIVE = []
 
@@ -252,7 +254,7 @@ def run_ddp(config, record, world, train_fn):
         try:
             train_fn(config, record, world, store_path)
         except Exception as exc:
-            failure = _child_failure(folder, children)
+            failure = _settled_failure(folder, children)
             if failure is not None:
                 raise RankFailed("%s (rank 0 then failed with %s: %s)"
                                  % (failure, type(exc).__name__, first_line(exc, 200)))
@@ -290,6 +292,24 @@ def _await(children, folder):
                           "ended" % (rank, DONE_GRACE_S), file=sys.stderr, flush=True)
                     child.terminate()
         time.sleep(0.1)
+
+
+def _settled_failure(folder, children):
+    """A child's failure once the children have settled, after rank 0 failed.
+
+    A killed rank's sockets close while the kernel tears it down, before its exit status can
+    be read: rank 0's collective can fail first, and a look at that moment finds every child
+    alive, so rank 0's own error (gloo's closed connection) would be reported in place of
+    "rank 1 was killed by signal 9". The window widens on a busy machine (the killed-rank test
+    failed once with both cores taken). Wait up to FAILURE_SETTLE_S for a failed child to say
+    so, or for all to end: a rank 0 that failed on its own waits that long, once."""
+    deadline = time.monotonic() + FAILURE_SETTLE_S
+    while True:
+        failure = _child_failure(folder, children)
+        if failure is not None or time.monotonic() >= deadline \
+                or not any(child.is_alive() for child in children):
+            return failure
+        time.sleep(0.05)
 
 
 def _exit_text(code):

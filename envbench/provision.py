@@ -257,6 +257,8 @@ TEST_PACKAGES = {
     "slurm-wlm": "slurmctld", "munge": "munged", "podman": "podman",
     "python3-torch": "torch", "python3-torchvision": "torchvision", "python3-pil": "PIL",
     "python3-numpy": "numpy", "python3-pytest": "pytest", "python3-jsonschema": "jsonschema",
+    # bench's tests run on every core there too (noxfile.py's tests session)
+    "python3-pytest-xdist": "xdist",
 }
 
 

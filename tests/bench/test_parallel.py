@@ -116,6 +116,30 @@ def test_a_killed_rank_fails_the_run_with_its_reason(tmp_path):
     assert record["error"]["message"].startswith("rank 1 was killed by signal 9")
 
 
+def _killed_later(delay_s):
+    import time
+    time.sleep(delay_s)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_rank_0_failing_first_still_names_the_rank_that_was_killed(tmp_path):
+    # The race the killed-rank test can lose on a busy machine: rank 0's collective fails
+    # while the killed rank is not yet reaped. At that moment no child has failed yet; the
+    # settled look waits for it and names it.
+    import multiprocessing
+
+    from bench import parallel
+
+    child = multiprocessing.get_context("spawn").Process(target=_killed_later, args=(0.5,))
+    child.start()
+    try:
+        assert parallel._child_failure(str(tmp_path), [child]) is None
+        assert parallel._settled_failure(str(tmp_path), [child]) \
+            == "rank 1 was killed by signal 9"
+    finally:
+        child.join(10)
+
+
 def result_of(path):
     import json
 

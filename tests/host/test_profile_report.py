@@ -26,6 +26,8 @@ from envbench.report import compare, pages
 from envbench.results import contract, store
 
 ROOT = Path(__file__).resolve().parents[2]
+# The slower runs must read as slower: nothing else may run beside them (noxfile.py).
+pytestmark = pytest.mark.alone
 torch = pytest.importorskip("torch", reason="bench runs natively here: the tests venv has torch")
 LENET = ["--device", "cpu", "--synthetic", "--epochs", "3", "--pipeline", "resident",
          "--limit-test", "256", "--profile"]
