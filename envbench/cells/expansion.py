@@ -54,7 +54,6 @@ def _settings(base: dict[str, Any], variant: dict[str, Any], plan: WorkloadPlan,
     batch size is the sweep's, else the workload entry's, else benchmark.batch_size where
     the matrix gives it, else the workload's own default."""
     settings = dict(base, **variant)
-    settings["workload"] = plan.name
     if "batch_size" not in variant:
         settings["batch_size"] = (plan.batch_size or base["batch_size"]
                                   or plan.default_batch_size or FALLBACK_BATCH)

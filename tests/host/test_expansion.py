@@ -235,3 +235,31 @@ def test_a_run_here_of_a_slurm_only_matrix_says_where_its_cells_run(tmp_path):
         "none of the asked cells of %s runs in this machine's engine: they are on Slurm "
         "targets (./noxw -s slurm runs them)" % path)
     assert len(matrixrun.select_cells(Options(matrix_path=path)).slurm) == 3
+
+
+def test_the_kit_pins_a_cells_cores_and_leaves_a_slurm_cells_to_slurm():
+    """A cpus quota on this machine's engine names the first cores (cpuset); on Slurm the
+    job's cores are Slurm's to bind, so the cell names none."""
+    m = models.parse('environments:\n  a: {python: "3.11", torch: "2.13.0"}\n'
+                     "targets:\n  here: {device: cpu, cpus: 2}\n"
+                     "  hpc:\n    device: cpu\n    cpus: 2\n"
+                     '    slurm: {partition: batch, time: "01:00:00", shared_dir: /s}\n'
+                     "benchmark: {epochs: 1, repeats: 1}\n")
+    cells = {c.target: c for c in expansion.expand(m)}
+    here = expansion.prepare(cells["here"], m.targets["here"], 8, SYNTHETIC, None)
+    hpc = expansion.prepare(cells["hpc"], m.targets["hpc"], 8, SYNTHETIC, None)
+    assert here.resources.cpuset == "0-1" and here.resources.cpus == 2
+    assert hpc.resources.cpuset is None and hpc.resources.cpus == 2
+
+
+def test_a_workload_file_without_the_matrixs_folder_is_refused(tmp_path):
+    (tmp_path / "mine.py").write_text("def build(ctx):\n    return {}\n")
+    (tmp_path / "matrix.yaml").write_text(
+        'environments:\n  a: {python: "3.11", torch: "2.13.0"}\n'
+        "targets:\n  cpu: {device: cpu}\nbenchmark: {workload: {file: mine.py}}\n")
+    m = models.load(tmp_path / "matrix.yaml")
+    with pytest.raises(UserError) as refused:
+        expansion.expand(m)
+    assert str(refused.value) == \
+        "the matrix names a workload file, but not where the matrix is"
+    assert {c.workload.name for c in expansion.expand(m, matrix_dir=tmp_path)} == {"mine"}

@@ -147,3 +147,18 @@ def test_data_and_variant_words():
     assert DATA.as_record() == {"source": "cifar10", "sha256": "a" * 64}
     assert identity.variant_text({"b": 1, "a": "x"}) == "a=x b=1"
     assert identity.variant_text({}) == "—" and identity.variant_text({}, "") == ""
+
+
+def test_inputs_named_in_any_order_are_one_identity_usable_as_a_key():
+    """A mapping among the options (a workload's inputs, by name) is held as its canonical
+    JSON: the same inputs written in another order are the same measurement, and an identity
+    stays hashable (results are grouped by it)."""
+    def made(inputs):
+        return identity.make("env", "cpu", None, RESOURCES, {"epochs": 2, "inputs": inputs},
+                             DATA, False, 0)
+
+    one = made({"weights": "a" * 64, "tokenizer": "b" * 64})
+    other = made({"tokenizer": "b" * 64, "weights": "a" * 64})
+    assert {one: "found"}[other] == "found"
+    assert (one.digest, one.group) == (other.digest, other.group)
+    assert one != made({"weights": "a" * 64, "tokenizer": "c" * 64})

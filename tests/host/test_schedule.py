@@ -5,6 +5,7 @@ import random
 
 from test_matrix import GOOD
 
+from bench.summary import steady
 from envbench.cells import decide, expansion, schedule
 from envbench.inference import verdicts
 from envbench.matrix import models
@@ -149,3 +150,75 @@ def test_the_run_records_that_its_repeats_were_auto_and_up_to_how_many():
     assert "max_repeats" not in slot.record("interleaved", 3)
     assert decide.Policy(None, 6, 0.03).looks_up_to == 6
     assert decide.Policy(3, 6, 0.03).looks_up_to is None
+
+
+def test_auto_spends_the_first_looks_quarter_not_the_smallest_share_of_ten():
+    """Welch p 0.0085: decided at the first look of ten (a quarter of 5%: 1.25%), open at a
+    middle look of ten (0.21%), the smallest share there is."""
+    policy = decide.Policy(repeats=None, max_repeats=10, precision=0.03)
+    a, b = [1.00, 1.05, 0.97], [1.18, 1.22, 1.20]
+    test = verdicts.welch(b, a)
+    assert isinstance(test, verdicts.Test) and 0.0021 < test.p() < 0.0125, test.p()
+    assert decide.wanted(policy, {A: _figures_side(a), B: _figures_side(b)}) == {A: 3, B: 3}
+    walls_a, walls_b = [[f] * 3 for f in a], [[f] * 3 for f in b]
+    assert not decide.open_comparison(walls_a, walls_b, 0.03, 3, 10)
+    assert decide.open_comparison(walls_a, walls_b, 0.03, 5, 10)
+
+
+def test_a_variant_is_its_own_point_and_a_decided_one_does_not_end_the_look():
+    """Two variants on one target: the first decided, the second open. Only the second's
+    environments take another round, and the first being decided stops nothing after it."""
+    policy = decide.Policy(repeats=None, max_repeats=6, precision=0.03)
+    rng = random.Random(5)
+    small = ("a", "cpu", "batch 64", False), ("b", "cpu", "batch 64", False)
+    large = ("a", "cpu", "batch 128", False), ("b", "cpu", "batch 128", False)
+    done = {small[0]: _side(rng, 1.0, 3, 0.01), small[1]: _side(rng, 1.5, 3, 0.01),
+            large[0]: _side(rng, 1.0, 3, 0.10), large[1]: _side(rng, 1.0, 3, 0.10)}
+    assert decide.wanted(policy, done) == {small[0]: 3, small[1]: 3, large[0]: 4, large[1]: 4}
+
+
+def test_a_point_where_nothing_could_run_wants_what_it_has():
+    policy = decide.Policy(repeats=None, max_repeats=6, precision=0.03)
+    failed = [_record([], status="failed")] * 3
+    assert decide.wanted(policy, {A: failed, B: failed[:2]}) == {A: 3, B: 2}
+
+
+def test_clean_repeats_are_the_finished_uncontended_ones_in_order():
+    walls = [1.0, 2.0, 3.0, 4.0]
+    records = [_record(walls, contended=True),          # skipped, and the next still read
+               _record([5.0] * 4, status="failed"),     # epochs, but the run failed
+               _record(walls),
+               _record([], status="ok")]                # finished with no epochs: nothing
+    assert decide.clean_repeats(records) == [[e["wall_s"] for e in steady(_epochs(walls))]]
+    assert decide.contended(records) == 1
+
+
+def _epochs(walls):
+    return [{"wall_s": w} for w in walls]
+
+
+def test_too_few_repeats_on_a_side_is_an_open_comparison():
+    assert decide.open_comparison([[1.0, 1.0]] * 2, [[1.0, 1.0]] * 3, 0.03, 3, 6)
+    assert decide.open_comparison([], [[1.0, 1.0]] * 3, 0.03, 3, 6)
+
+
+class _Interval:
+    """A test whose interval is given: the rule at its edges, whatever data gives them."""
+
+    def __init__(self, low, high):
+        self.bounds = (low, high)
+
+    def interval(self, alpha):
+        return self.bounds
+
+
+def test_an_interval_that_touches_one_is_open_and_one_as_wide_as_the_precision_is_not(
+        monkeypatch):
+    def given(low, high):
+        monkeypatch.setattr(decide.verdicts, "of_repeats", lambda a, b: _Interval(low, high))
+        return decide.open_comparison([[1.0]] * 3, [[1.0]] * 3, 0.25, 3, 6)
+
+    assert given(1.0, 1.5) and given(0.5, 1.0)      # 1 inside, at either end: open
+    assert not given(1.001, 1.5) and not given(0.5, 0.999)
+    assert not given(0.875, 1.125)                   # exactly the precision wide: decided
+    assert given(0.875, 1.1251)
