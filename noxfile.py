@@ -174,7 +174,7 @@ def tests(session: nox.Session) -> None:
     session.run("vermin", "-t=3.8-", "--violations", "--no-tips", "-q", "bench/",
                 "bootstrap/noxw.py",
                 # what a VM's set-up runs with its own python3 before anything is installed
-                "envbench/provision.py", "envbench/enginereach.py")
+                "envbench/provision.py", "envbench/engine/reach.py")
     session.run("lint-imports")  # the layering contract in pyproject.toml
     session.run("mypy")          # strict on the host package (pyproject.toml)
     if session.posargs:

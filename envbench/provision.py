@@ -30,7 +30,8 @@ from typing import TextIO
 from bench import pipconfig
 from bench.pipconfig import PIP_DEFAULT_QUERY
 from bench.urls import http_url, without_credentials
-from envbench import enginereach, stopping
+from envbench import stopping
+from envbench.engine import reach
 from envbench.user_errors import BadInput, UserError
 
 ANSWER_TIMEOUT_S = 10  # a ping that takes longer is "not answering"
@@ -146,12 +147,12 @@ def _engine_answers() -> bool:
     try:
         import docker
     except ImportError:  # before anything is installed (.ci/run, a VM's set-up)
-        path = enginereach.socket_path()
+        path = reach.socket_path()
         if path is not None:
-            return enginereach.ping(path, ANSWER_TIMEOUT_S)
+            return reach.ping(path, ANSWER_TIMEOUT_S)
         return shutil.which("docker") is not None and subprocess.run(
             ["docker", "info"], capture_output=True, timeout=30).returncode == 0
-    host, _ = enginereach.engine_host()
+    host, _ = reach.engine_host()
     try:
         # The engine the docker CLI would use: a rootless or Desktop context's socket counts.
         engine = docker.DockerClient(base_url=host, timeout=ANSWER_TIMEOUT_S) \
@@ -194,13 +195,13 @@ def ensure_engine(out: TextIO = sys.stdout, log: Path | None = None) -> None:
     does not answer, or this is a container that cannot run one, the reason and its fix."""
     if _engine_answers():
         return
-    reach = enginereach.diagnose()
-    if not reach.may_start_engine:
-        raise UserError(reach.message())
+    found = reach.diagnose()
+    if not found.may_start_engine:
+        raise UserError(found.message())
     prefix = privileged()
     if prefix is None or not debian_like() or sys.platform != "linux":
         raise UserError("%s, and this kit can start one only on Debian or Ubuntu as root or "
-                        "with passwordless sudo. Run: %s" % (reach.sentence, DOCKER_INSTALL))
+                        "with passwordless sudo. Run: %s" % (found.sentence, DOCKER_INSTALL))
     if shutil.which("dockerd") is None:
         apt_install(["docker.io"], out)
     if _systemd_unit():
@@ -224,7 +225,7 @@ def ensure_engine(out: TextIO = sys.stdout, log: Path | None = None) -> None:
     deadline = time.monotonic() + 90
     while not _engine_answers():
         if time.monotonic() > deadline:
-            after = enginereach.diagnose()
+            after = reach.diagnose()
             if after.kind == "denied":
                 raise UserError("dockerd is up, but %s" % after.message())
             raise UserError("dockerd did not come up within 90 s; see %s%s" % (
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         if _engine_answers():
             return 0
         if not args.quiet:
-            print("error: %s" % enginereach.diagnose().message(), file=sys.stderr)
+            print("error: %s" % reach.diagnose().message(), file=sys.stderr)
         return 1
     try:
         if args.what == "tests":

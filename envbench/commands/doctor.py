@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench import cache, download, enginereach, provision
+from envbench import cache, download, provision
 from envbench.cells import dataset, estimate, gpufit, matrixrun
 from envbench.cells.expansion import Cell
 from envbench.cloud import sky
 from envbench.command_options import Options
-from envbench.engine import connection, gpu
+from envbench.engine import connection, gpu, reach
 from envbench.images import archs, bases, dockerfile, footprint
 from envbench.matrix import grammars, sources
 from envbench.matrix.models import Matrix
@@ -105,9 +105,9 @@ def diagnose(asked: Asked, data_dir: Path | None = None, locks_dir: Path | None 
     try:
         client = connection.connect()
     except UserError:
-        reach = enginereach.diagnose()
-        return [Check(False, "Docker engine: %s" % reach.sentence, reach.fix or (
-            "" if reach.kind == "container" else "on Debian/Ubuntu: `./noxw -s demo` installs "
+        found = reach.diagnose()
+        return [Check(False, "Docker engine: %s" % found.sentence, found.fix or (
+            "" if found.kind == "container" else "on Debian/Ubuntu: `./noxw -s demo` installs "
             "and starts one (as root or with passwordless sudo); elsewhere: install Docker "
             "and start it"))]
     version = client.version().get("Version", "?")

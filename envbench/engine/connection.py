@@ -16,7 +16,7 @@ from docker.errors import DockerException
 from docker.models.images import Image
 from docker.tls import TLSConfig
 
-from envbench import enginereach
+from envbench.engine import reach
 from envbench.user_errors import UserError
 
 # What a call to the engine may raise besides a bug: the SDK's errors, and the transport's
@@ -42,15 +42,15 @@ CALL_TIMEOUT_S = 600
 
 
 def client(timeout: int) -> docker.DockerClient:
-    """A client of the engine the `docker` CLI would use (envbench.enginereach.engine_host):
+    """A client of the engine the `docker` CLI would use (envbench.engine.reach.engine_host):
     DOCKER_HOST (with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH), else the current context's
     endpoint and TLS material, else this machine's socket. The SDK's own context lookup is
     not used: it misses a context whose config folder has no config.json."""
-    host, _ = enginereach.engine_host()
+    host, _ = reach.engine_host()
     if os.environ.get("DOCKER_HOST") or not host:
         return docker.from_env(timeout=timeout, use_context=False)
-    context = enginereach.current_context()
-    found = enginereach.context_tls(context) if context else None
+    context = reach.current_context()
+    found = reach.context_tls(context) if context else None
     tls: TLSConfig | None = None
     if found is not None:
         cert = (str(found["cert"]), str(found["key"])) if "cert" in found and "key" in found \
@@ -72,13 +72,13 @@ def connect() -> docker.DockerClient:
 
 def unreachable() -> str:
     """Why no engine answers, told apart: this user may not open the socket, an engine is
-    there but silent, this is a container, or there is none (see envbench.enginereach)."""
-    reach = enginereach.diagnose()
-    if reach.kind == "absent":
+    there but silent, this is a container, or there is none (see envbench.engine.reach)."""
+    found = reach.diagnose()
+    if found.kind == "absent":
         return ("%s. Install Docker and start it (on Debian or Ubuntu `./noxw -s demo` does, as "
                 "root or with passwordless sudo), or point DOCKER_HOST at a running engine"
-                % reach.sentence)
-    return reach.message()
+                % found.sentence)
+    return found.message()
 
 
 def explain(exc: BaseException) -> str:

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from e2e_support import ROOT
 
-from envbench import enginereach, provision
-from envbench.engine import textbuild
+from envbench import provision
+from envbench.engine import reach, textbuild
 
 pytestmark = pytest.mark.e2e
 
@@ -209,6 +209,6 @@ def test_a_container_without_an_engine_is_told_it_is_not_a_vm(client, vm_image, 
     # An ordinary container (no CAP_SYS_ADMIN, no socket), as on RunPod or a Kubernetes pod.
     code, out, _ = _run(client, vm_image, checkout, "./noxw -s doctor", socket=False,
                         group=False)
-    assert ("✘ Docker engine: " + enginereach.CONTAINER % "/.dockerenv") in out, out[-3000:]
+    assert ("✘ Docker engine: " + reach.CONTAINER % "/.dockerenv") in out, out[-3000:]
     assert code != 0 and "Traceback" not in out
     print(out)

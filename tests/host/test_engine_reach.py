@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from envbench import enginereach, provision
-from envbench.engine import connection
+from envbench import provision
+from envbench.engine import connection, reach
 from envbench.user_errors import UserError
 
 
@@ -61,11 +61,11 @@ def test_a_hung_engine_is_named_as_one_within_the_ping_timeout(silent_socket, mo
 def test_the_demo_starts_no_second_dockerd_beside_an_engine_that_does_not_answer(
         silent_socket, monkeypatch):
     monkeypatch.setattr(provision, "ANSWER_TIMEOUT_S", 1)
-    before = enginereach.dockerd_pids()
+    before = reach.dockerd_pids()
     out = io.StringIO()
     with pytest.raises(UserError, match="accepts connections.* but does not answer"):
         provision.ensure_engine(out)
-    assert enginereach.dockerd_pids() == before
+    assert reach.dockerd_pids() == before
     assert "starting" not in out.getvalue()
 
 
@@ -76,12 +76,12 @@ def test_a_stale_socket_named_by_docker_host_is_not_taken_for_an_engine(tmp_path
     dead.bind(str(path))
     dead.close()  # the file stays; nobody listens: what a killed dockerd leaves
     monkeypatch.setenv("DOCKER_HOST", "unix://%s" % path)
-    assert enginereach.probe_socket(path) != 0
-    reach = enginereach.diagnose()
-    assert reach.sentence.startswith("DOCKER_HOST=unix://%s: no engine listens there" % path)
-    assert reach.fix.startswith("unset DOCKER_HOST") and not reach.may_start_engine
-    if enginereach.dockerd_pids():  # this machine's own dockerd is named, not blamed
-        assert "(a dockerd runs here, pid" in reach.sentence
+    assert reach.probe_socket(path) != 0
+    found = reach.diagnose()
+    assert found.sentence.startswith("DOCKER_HOST=unix://%s: no engine listens there" % path)
+    assert found.fix.startswith("unset DOCKER_HOST") and not found.may_start_engine
+    if reach.dockerd_pids():  # this machine's own dockerd is named, not blamed
+        assert "(a dockerd runs here, pid" in found.sentence
 
 
 def test_a_remote_engine_that_is_down_is_named_by_its_address(monkeypatch):
@@ -134,9 +134,9 @@ def test_the_current_docker_context_names_the_engine_when_docker_host_is_unset(t
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(config))
-    assert enginereach.engine_host() == ("unix://%s" % stale, "the Docker context rootless "
+    assert reach.engine_host() == ("unix://%s" % stale, "the Docker context rootless "
                                          "(unix://%s)" % stale)
-    assert enginereach.socket_path() == stale
+    assert reach.socket_path() == stale
     monkeypatch.setattr(connection, "PING_TIMEOUT_S", 2)
     with pytest.raises(UserError) as refused:
         connection.connect()
@@ -146,12 +146,12 @@ def test_the_current_docker_context_names_the_engine_when_docker_host_is_unset(t
         in str(refused.value)
     # DOCKER_CONTEXT names another context, as for the CLI; "default" is the machine's own.
     monkeypatch.setenv("DOCKER_CONTEXT", "default")
-    assert enginereach.engine_host() == ("", "")
-    assert enginereach.socket_path() == enginereach.DEFAULT_SOCKET
+    assert reach.engine_host() == ("", "")
+    assert reach.socket_path() == reach.DEFAULT_SOCKET
     # DOCKER_HOST comes first.
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
     monkeypatch.setenv("DOCKER_CONTEXT", "rootless")
-    assert enginereach.engine_host()[0] == "tcp://127.0.0.1:9"
+    assert reach.engine_host()[0] == "tcp://127.0.0.1:9"
 
 
 def test_a_context_that_does_not_exist_is_refused_not_replaced_by_the_default(tmp_path,
@@ -170,30 +170,30 @@ def test_a_context_that_does_not_exist_is_refused_not_replaced_by_the_default(tm
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(config))
     monkeypatch.setenv("DOCKER_CONTEXT", "nosuch")
-    with pytest.raises(enginereach.MissingContext) as missing:
-        enginereach.engine_host()
+    with pytest.raises(reach.MissingContext) as missing:
+        reach.engine_host()
     assert str(missing.value) == (
         "the Docker context nosuch (named by DOCKER_CONTEXT) does not exist here; fix: "
         "`docker context ls` lists the contexts; unset DOCKER_CONTEXT to use this machine's "
         "engine")
     with pytest.raises(UserError, match="context nosuch .named by DOCKER_CONTEXT"):
         connection.connect()
-    reach = enginereach.diagnose()
-    assert (reach.kind, reach.may_start_engine) == ("context", False)
+    found = reach.diagnose()
+    assert (found.kind, found.may_start_engine) == ("context", False)
     # The config file's current context, removed behind the CLI's back, is refused the same.
     monkeypatch.delenv("DOCKER_CONTEXT")
     (config / "config.json").write_text('{"currentContext": "gone"}')
-    with pytest.raises(enginereach.MissingContext) as missing:
-        enginereach.socket_path()
+    with pytest.raises(reach.MissingContext) as missing:
+        reach.socket_path()
     assert "the Docker context gone (named by currentContext in %s)" % (
         config / "config.json") in str(missing.value)
     assert "`docker context use default`" in str(missing.value)
     # DOCKER_HOST comes first, as for the CLI; "default" is the machine's own.
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
-    assert enginereach.engine_host() == ("tcp://127.0.0.1:9", "DOCKER_HOST=tcp://127.0.0.1:9")
+    assert reach.engine_host() == ("tcp://127.0.0.1:9", "DOCKER_HOST=tcp://127.0.0.1:9")
     monkeypatch.delenv("DOCKER_HOST")
     monkeypatch.setenv("DOCKER_CONTEXT", "default")
-    assert enginereach.engine_host() == ("", "")
+    assert reach.engine_host() == ("", "")
     # As a user meets it: one line, exit 1, nothing downloaded, no traceback.
     root = Path(__file__).resolve().parents[2]
     env = {"DOCKER_CONTEXT": "nosuch", "DOCKER_CONFIG": str(config), "PATH": "/usr/bin:/bin",
