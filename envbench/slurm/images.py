@@ -1,21 +1,27 @@
 """Images for the nodes, in shared_dir/images, once per image ID: the engine's image saved as
 an archive (what `podman load` and `apptainer build docker-archive://` take), and for Pyxis an
-Enroot squashfs made from the engine on the login node. What exists is not made again if its
-bytes are the ones the kit recorded writing (trust.Manifest), else it is set aside and made
-again; what is made is written under a temporary name and renamed, so a killed run leaves no
-half image that a later one would take for whole."""
+Enroot squashfs made from the engine on the login node; Apptainer's SIF is built on a node
+by the job, which writes its sha256 where the login node records it. What exists is not made
+again if its bytes are the ones the kit recorded (trust.Manifest), else it is set aside and
+made again; what is made is written under a temporary name and renamed, so a killed run
+leaves no half image that a later one would take for whole."""
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, TextIO
 
-from envbench.slurm import trust
+from envbench import files
+from envbench.slurm import script, trust
 from envbench.slurm.script import ImageUse
 from envbench.user_errors import UserError
+
+SIF_NAME = re.compile(r"[0-9a-f]{64}\.sif")  # images.reference's, for an image ID
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def folder(shared_dir: Path) -> Path:
@@ -97,12 +103,39 @@ def ready(runtime: str, client: Any, tag: str, image_id: str, shared_dir: Path,
     """Make what the runtime's steps need of this image; how the job uses it, with the
     digests the node checks before it loads anything."""
     archive, digest = save_archive(client, image_id, shared_dir, out, manifest)
-    squashfs = None
+    squashfs = sif = None
     if runtime == "pyxis":
         made = enroot_import(tag, image_id, shared_dir, out, manifest)
         squashfs = manifest.digests[str(made)]
+    if runtime == "apptainer":
+        # Built on a node by an earlier job: used where its bytes are those that job
+        # recorded (take_in_made), else removed here and built again by this job.
+        path = Path(reference(runtime, shared_dir, image_id))
+        if manifest.trusted(path, "SIF", out):
+            sif = manifest.digests[str(path)]
     return ImageUse(runtime, str(archive), reference(runtime, shared_dir, image_id), digest,
-                    squashfs)
+                    squashfs, sif)
+
+
+def take_in_made(run_dir: Path, shared_dir: Path, manifest: trust.Manifest) -> list[Path]:
+    """Each SIF a job built on its node, recorded in the manifest with the sha256 the job
+    wrote in its run folder (made by this run, the user's alone: trust.kit_folder), so that
+    a later job checks the SIF instead of taking it by its name. What is not a SIF's name
+    and digest is left out. The SIFs newly recorded."""
+    recorded = []
+    for entry in sorted((run_dir / script.MADE).glob("*.sif.sha256")):
+        name = entry.name[:-len(".sha256")]
+        try:
+            digest = files.read_regular(entry, 65).decode("ascii").strip()
+        except (files.Unreadable, UnicodeDecodeError):
+            continue
+        if not (SIF_NAME.fullmatch(name) and SHA256.fullmatch(digest)):
+            continue
+        sif = folder(shared_dir) / name
+        if manifest.digests.get(str(sif)) != digest:
+            manifest.record(sif, digest)
+            recorded.append(sif)
+    return recorded
 
 
 def conversion_commands(runtime: str, tag: str, image_id: str, shared_dir: Path) -> list[str]:

@@ -94,6 +94,8 @@ class Job:
         assert self.job_id is not None
         state = cluster.job_state(self.job_id)
         self._say(state)
+        if self.manifest is not None:  # a SIF the job built on its node: its digest kept
+            images.take_in_made(self.run_dir, Path(self.block.shared_dir), self.manifest)
         for stem in list(self.cells):
             folder = self.run_dir / "cells" / stem
             if (folder / "exit").is_file():

@@ -35,6 +35,9 @@ class ImageUse:
     # checks the file against it before using it (None: --print, nothing written yet).
     archive_sha256: str | None = None
     squashfs_sha256: str | None = None
+    # Apptainer's SIF, built on a node by an earlier job, with the sha256 that job wrote in
+    # its run folder (images.take_in_made): checked before use. None: the job builds it.
+    sif_sha256: str | None = None
 
 
 def header(job_name: str, block: Slurm, run_dir: PurePosixPath) -> list[str]:
@@ -122,11 +125,34 @@ def prepare_image(use: ImageUse) -> str:
                                     archive, shlex.quote(
                                         "envbench: podman could not load %s" % use.archive)))
     if use.runtime == "apptainer":
-        return ("[ -f %s ] || { %s && apptainer build %s.partial docker-archive://%s >&2 && "
-                "mv %s.partial %s; }" % (reference, checked(use.archive, use.archive_sha256),
-                                         reference, archive, reference, reference))
+        return _apptainer(use)
     return "%s  # %s: made on the login node" % (checked(use.reference, use.squashfs_sha256),
                                                  use.reference)
+
+
+# $RUN/MADE/<SIF's name>.sha256: the digest of a SIF the job built on its node, which the
+# login node records (images.take_in_made) so that a later job checks the SIF, not its name.
+MADE = "made"
+
+
+def _apptainer(use: ImageUse) -> str:
+    """The SIF: checked against the digest an earlier job recorded, or built here from the
+    checked archive, its digest written where the login node takes it in (the run folder,
+    the user's alone), and renamed into place whole."""
+    sif, archive = shlex.quote(use.reference), shlex.quote(use.archive)
+    if use.sif_sha256 is not None:
+        return "%s  # %s: built by an earlier job" % (checked(use.reference, use.sif_sha256),
+                                                      use.reference)
+    if use.archive_sha256 is None:  # --print: as a user would run it by hand
+        return ("[ -f %s ] || { apptainer build %s.partial docker-archive://%s >&2 && "
+                "mv %s.partial %s; }" % (sif, sif, archive, sif, sif))
+    partial = shlex.quote(use.reference + ".partial-") + '"$SLURM_JOB_ID"'
+    digest = '"$RUN/%s/"%s' % (MADE, shlex.quote(PurePosixPath(use.reference).name
+                                                   + ".sha256"))
+    return ("{ %s && apptainer build --force %s docker-archive://%s >&2 && mkdir -p "
+            '"$RUN/%s" && sha256sum %s | cut -d" " -f1 > %s && mv %s %s; }'
+            % (checked(use.archive, use.archive_sha256), partial, archive, MADE, partial,
+               digest, partial, sif))
 
 
 # Where the job says why it stopped before its steps: the login node reads it into the

@@ -10,10 +10,11 @@ the kit would give it may be anyone's. So:
   named with its owner and not written into.
 - A copy named by its content's digest (the data set, a workload, an input) is hashed again
   before it is used (staging); one that does not match is said, removed and copied again.
-- An image file (an archive, a squashfs) is named by the image, not by its bytes: the sha256
-  of what the kit wrote is kept in a manifest in the user's own cache folder, and a file
-  whose bytes are not those is said, removed and made again. The job checks it again on
-  the node before it loads it (script.prepare_image).
+- An image file (an archive, a squashfs, a SIF) is named by the image, not by its bytes: the
+  sha256 of what the kit wrote (or a job built on its node: images.take_in_made) is kept in
+  a manifest in the user's own cache folder, and a file whose bytes are not those is said,
+  removed and made again. The job checks it again on the node before it loads it
+  (script.prepare_image).
 """
 from __future__ import annotations
 

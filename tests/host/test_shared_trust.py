@@ -19,7 +19,7 @@ from envbench.cells import dataset
 from envbench.cells import expansion as cellmod
 from envbench.matrix.models import Settings
 from envbench.matrix.workloads import resolve_all
-from envbench.slurm import jobcells, script, staging, trust
+from envbench.slurm import images, jobcells, script, staging, trust
 from envbench.user_errors import UserError
 
 NOBODY = 65534
@@ -147,3 +147,73 @@ def test_the_job_checks_an_image_file_on_the_node_before_it_uses_it(tmp_path):
     said = jobcells._refused(run)
     assert said.startswith(str(archive)) and "run the same command again" in said
     assert script.checked(str(archive), None) == "true"  # --print: nothing written to check
+
+
+# Apptainer is not packaged for this machine's Debian: a stand-in that does what `apptainer
+# build --force OUT docker-archive://IN` does to the files (writes OUT from IN). What is
+# tested is the job's shell around it and the login node's records, not Apptainer.
+STAND_IN = """#!/bin/sh
+[ "$1" = build ] && [ "$2" = --force ] || exit 2
+src=${4#docker-archive://}
+{ echo SIF; cat "$src"; } > "$3"
+"""
+
+
+def test_a_sif_the_job_built_is_recorded_and_a_later_job_checks_it_not_its_name(tmp_path):
+    shared = tmp_path / "shared"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "apptainer").write_text(STAND_IN)
+    (bin_dir / "apptainer").chmod(0o755)
+    image_id = "sha256:" + "ab" * 32
+    archive = images.archive_path(shared, image_id)
+    trust.kit_folder(archive.parent)
+    archive.write_bytes(b"the image")
+    sif = Path(images.reference("apptainer", shared, image_id))
+    first_run = trust.kit_folder(shared / "runs" / "first")
+
+    def job(use: script.ImageUse, run: Path) -> subprocess.CompletedProcess:
+        env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]),
+                   SLURM_JOB_ID="7")
+        return subprocess.run(["bash", "-c", "RUN=%s\n%s\necho the steps ran"
+                               % (run, script.prepare_image(use))],
+                              capture_output=True, text=True, timeout=30, env=env)
+
+    built = script.ImageUse("apptainer", str(archive), str(sif),
+                            hashlib.sha256(b"the image").hexdigest())
+    assert job(built, first_run).stdout == "the steps ran\n"
+    assert sif.read_bytes() == b"SIF\nthe image"
+    assert list(sif.parent.glob("*.partial*")) == []
+    # The login node takes the job's digest in: the SIF is now known by its bytes.
+    manifest = trust.Manifest()
+    assert images.take_in_made(first_run, shared, manifest) == [sif]
+    assert manifest.digests[str(sif)] == hashlib.sha256(b"SIF\nthe image").hexdigest()
+    assert images.take_in_made(first_run, shared, manifest) == []  # once
+    out = io.StringIO()
+    assert trust.Manifest().trusted(sif, "SIF", out) and out.getvalue() == ""
+    # A later job is given the digest: it checks the SIF on its node and builds nothing.
+    later = script.ImageUse("apptainer", str(archive), str(sif), built.archive_sha256,
+                            sif_sha256=manifest.digests[str(sif)])
+    line = script.prepare_image(later)
+    assert "apptainer build" not in line
+    later_run = trust.kit_folder(shared / "runs" / "later")
+    assert job(later, later_run).stdout == "the steps ran\n"
+    # Changed between the login node's look and the node's: the job stops before its steps.
+    sif.write_bytes(b"SIF\nsomeone's image")
+    stopped = job(later, later_run)
+    assert stopped.returncode == 1 and "the steps ran" not in stopped.stdout
+    assert jobcells._refused(later_run).startswith(str(sif))
+    # On the login node, the changed SIF is removed, so that the next job builds it again.
+    out = io.StringIO()
+    assert not trust.Manifest().trusted(sif, "SIF", out) and not sif.exists()
+    assert "is not the SIF this kit wrote there for you (its sha256 differs" in out.getvalue()
+
+
+def test_only_a_sifs_name_and_a_digest_are_taken_in(tmp_path):
+    shared, run = tmp_path / "shared", tmp_path / "run"
+    made = run / script.MADE
+    made.mkdir(parents=True)
+    (made / ("ab" * 32 + ".sif.sha256")).write_text("not a digest\n")
+    (made / "other.sif.sha256").write_text("0" * 64 + "\n")
+    (made / ("cd" * 32 + ".sif.sha256")).symlink_to(made / "other.sif.sha256")
+    assert images.take_in_made(run, shared, trust.Manifest()) == []
