@@ -15,13 +15,13 @@ import subprocess
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench.rules import SHA256
 from envbench import files
 from envbench.slurm import script, trust
 from envbench.slurm.script import ImageUse
 from envbench.user_errors import UserError
 
 SIF_NAME = re.compile(r"[0-9a-f]{64}\.sif")  # images.reference's, for an image ID
-SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def folder(shared_dir: Path) -> Path:
