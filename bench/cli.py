@@ -30,7 +30,7 @@ def main(argv=None):
         with _on_sigterm.deferred():
             from bench import train  # imports torch: inside the try so a broken torch is recorded
 
-        train.run(config, record)
+        train.run(config, record, args.rendezvous)
         record["status"] = "ok"
         code = 0
     except KeyboardInterrupt:
@@ -47,6 +47,12 @@ def main(argv=None):
         print("error: %s: %s" % (record["error"]["type"], record["error"]["message"]),
               file=sys.stderr, flush=True)
         code = 1
+    if _secondary_node():
+        # The first node's bench writes the cell's one result; this node's part is its exit
+        # code and its output (a failure here also fails rank 0's next collective).
+        print("envbench: this node's ranks %s" % ("finished" if code == 0 else "failed"),
+              file=sys.stderr, flush=True)
+        return code
     tracefile.place_trace(record, args.out)
     _fill_env_if_missing(record)
     # The whole process after start-up, torch import included: the host subtracts it from a
@@ -54,6 +60,13 @@ def main(argv=None):
     record["run_s"] = round(time.perf_counter() - started, 3)
     result.write_atomic(args.out, record)
     return code
+
+
+def _secondary_node():
+    """Whether this bench is a node after the first of a --nodes run (it met the others).
+    bench.parallel imports torch: asked only where the run got that far."""
+    parallel = sys.modules.get("bench.parallel")
+    return parallel is not None and parallel.secondary_node()
 
 
 # bench cannot tell who stopped its container: the runtime's own words (Docker's, Podman's, a

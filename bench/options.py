@@ -46,6 +46,13 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _host_port(text: str) -> Tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError("%r is not HOST:PORT (a port from 1 to 65535)" % text)
+    return host.strip("[]"), int(port)
+
+
 def _matching(pattern: "re.Pattern[str]", what: str):
     def check(text: str) -> str:
         if not pattern.match(text):
@@ -105,6 +112,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=_positive, default=None,
                    help="devices or ranks for dp/ddp (default: the visible GPUs; required "
                         "for ddp on CPU)")
+    p.add_argument("--nodes", type=_positive, default=1,
+                   help="machines the ddp run spans, --nproc ranks on each (one bench per "
+                        "node, as srun starts them; with --rendezvous)")
+    p.add_argument("--rendezvous", metavar="HOST:PORT", default=None, type=_host_port,
+                   help="where the nodes of a --nodes run meet: the first node's address and "
+                        "a free port (its bench hosts the store there)")
     p.add_argument("--quantize-eval", choices=("off", "dynamic"), default="off",
                    help="dynamic: test once more with int8 linear layers (CPU)")
     p.add_argument("--pin-memory", choices=ON_OFF, default=None,
@@ -142,8 +155,10 @@ def parser() -> argparse.ArgumentParser:
 def config_from(args: argparse.Namespace) -> Dict[str, Any]:
     """The options as the run uses them: the copy options' defaults follow the device, the
     optimizer's the workload."""
+    # --rendezvous is where this job's nodes meet, not what is measured: recorded in the
+    # result's parallel section, kept out of the config (and so of the result's identity).
     config = {k: v for k, v in vars(args).items()
-              if k not in ("out", "input", "input_sha256")}
+              if k not in ("out", "input", "input_sha256", "rendezvous")}
     # {NAME: {path, sha256}}; None without inputs, as every built-in workload runs.
     digests = dict(args.input_sha256 or [])
     config["inputs"] = ({name: {"path": path, "sha256": digests.get(name)}
@@ -151,8 +166,10 @@ def config_from(args: argparse.Namespace) -> Dict[str, Any]:
     for key in ("pin_memory", "non_blocking"):
         if config[key] is None:
             config[key] = "on" if config["device"] == "cuda" else "off"
-    # A step trains batch x accumulate x devices samples (dp and ddp: nproc devices).
+    # A step trains batch x accumulate x devices samples (dp and ddp: nproc devices on each
+    # of the nodes).
     devices = config["nproc"] if config["parallel"] != "none" and config["nproc"] else 1
+    devices *= config["nodes"]
     global_batch = config["batch_size"] * config["accumulate"] * devices
     for key, value in workloads.default_optimizer(config["workload"], global_batch).items():
         if config[key] is None:
@@ -197,4 +214,13 @@ def parse_config(argv: List[str]) -> Tuple[argparse.Namespace, Dict[str, Any]]:
     p = parser()
     args = p.parse_args(argv)
     _check_workload(p, args)
+    _check_nodes(p, args)
     return args, config_from(args)
+
+
+def _check_nodes(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.nodes > 1 and args.parallel != "ddp":
+        p.error("--nodes %d needs --parallel ddp (the nodes train one model together)"
+                % args.nodes)
+    if args.nodes == 1 and args.rendezvous is not None:
+        p.error("--rendezvous is where the nodes of a --nodes run meet: give --nodes N too")

@@ -7,6 +7,9 @@ ddp   DistributedDataParallel with one process per device: NCCL on CUDA, gloo on
       Rank 0 runs in this process and writes the one result; ranks 1.. are spawned children.
       The rendezvous is a FileStore in a temporary folder, since containers have no network;
       gloo and NCCL talk over the loopback interface.
+      Across --nodes N, one bench per node meets the others at --rendezvous (bench.nodes):
+      each runs --nproc ranks, the first node's first rank is rank 0, and the group forms
+      through the first node's TCPStore, over the interface that reaches it.
 
 --batch-size is per device in every mode, so a step of dp or ddp trains nproc x batch images
 (weak scaling, as the write-up measures it) and the epoch has nproc times fewer steps.
@@ -24,7 +27,7 @@ import time
 
 import torch
 
-from bench import errors, result
+from bench import errors, nodes, result
 from bench.compat import torch_version
 from bench.errors import RankFailed, UnsupportedOption
 from bench.messages import first_line
@@ -37,18 +40,34 @@ DONE_GRACE_S = 10
 FAILURE_SETTLE_S = 5
 # DDP models of rank 0, never destroyed: see finish().
 KEEP_ALIVE = []
+# [True] in the bench of a node after the first (bench.nodes): rank 0, on the first node,
+# writes the cell's one result; this one says what it did on its output.
+SECONDARY_NODE = []
+
+
+def secondary_node():
+    return bool(SECONDARY_NODE and SECONDARY_NODE[0])
 
 
 class World(object):
     """Who this process is in the run: rank, world size, backend, and its device."""
 
-    def __init__(self, mode, size, rank=0, backend=None, device_index=None, done_marker=None):
+    def __init__(self, mode, size, rank=0, backend=None, device_index=None, done_marker=None,
+                 nodes=1, rendezvous=None):
         self.mode = mode
-        self.size = size
+        self.size = size  # every rank of every node
         self.rank = rank
         self.backend = backend
         self.device_index = device_index
         self.done_marker = done_marker  # a spawned rank's "my work is done" file
+        self.nodes = nodes
+        self.rendezvous = rendezvous  # (host, port) where the nodes meet; None: one node
+        self.meeting = None  # this node's bench.nodes.Meeting, once met (its first rank)
+        self.node_rank = 0
+
+    @property
+    def per_node(self):
+        return self.size // self.nodes
 
     @property
     def distributed(self):
@@ -60,14 +79,22 @@ class World(object):
 
     def record(self, batch_size, threads):
         """The result's ``parallel`` section (per-device and global batch, threads per rank)."""
-        return {"mode": self.mode, "world_size": self.size, "backend": self.backend,
-                "per_device_batch": batch_size, "global_batch": batch_size * self.size,
-                "threads_per_rank": threads}
+        section = {"mode": self.mode, "world_size": self.size, "backend": self.backend,
+                   "per_device_batch": batch_size, "global_batch": batch_size * self.size,
+                   "threads_per_rank": threads}
+        if self.nodes > 1:
+            section.update(nodes=self.nodes, ranks_per_node=self.per_node,
+                           rendezvous="%s:%d" % self.rendezvous,
+                           interface=self.meeting.interface if self.meeting else None)
+        return section
 
 
-def plan(config):
+def plan(config, rendezvous=None):
     """The world a run asks for, or a clear UnsupportedOption before anything is built."""
     mode, nproc, device = config["parallel"], config["nproc"], config["device"]
+    if config.get("nodes", 1) > 1 and rendezvous is None:
+        raise UnsupportedOption("--nodes %d needs --rendezvous HOST:PORT (the first node's "
+                                "address and a free port)" % config["nodes"])
     visible = torch.cuda.device_count() if device == "cuda" and torch.cuda.is_available() else 0
     if mode == "none":
         if nproc not in (None, 1):
@@ -99,13 +126,15 @@ def plan(config):
         if backend == "nccl" and not torch.distributed.is_nccl_available():
             raise UnsupportedOption("--parallel ddp on CUDA needs NCCL, which torch %s in this "
                                     "image lacks" % torch_version())
-        return World("ddp", size, 0, backend, 0 if device == "cuda" else None)
+        count = config.get("nodes", 1)
+        return World("ddp", size * count, 0, backend, 0 if device == "cuda" else None,
+                     nodes=count, rendezvous=rendezvous)
     return World("dp", size)
 
 
 def split_threads(total, world):
-    """CPU ranks share the cores: each gets its share of the cell's threads (at least one)."""
-    return max(1, total // world.size) if world.distributed else total
+    """CPU ranks share the cores: each gets its share of the node's threads (at least one)."""
+    return max(1, total // world.per_node) if world.distributed else total
 
 
 def _loopback():
@@ -116,16 +145,34 @@ def _loopback():
 
 
 def join_group(world, store_path):
-    """Join the process group through the FileStore rendezvous."""
+    """Join the process group: through a FileStore within a node, through the first node's
+    TCPStore across nodes (each node's first rank holds its meeting's; the node's other
+    ranks are clients of the same)."""
     import torch.distributed as dist
 
-    _loopback()
+    meeting = None
+    if world.nodes > 1:
+        meeting = world.meeting or nodes.Meeting(
+            nodes.client(world.rendezvous, RENDEZVOUS_TIMEOUT_S), world.node_rank,
+            world.rendezvous[0], world.rendezvous[1], None)
+        store = dist.PrefixStore("envbench/group", meeting.store)
+    else:
+        _loopback()
+        store = dist.FileStore(store_path, world.size)
     if world.backend == "nccl":
         torch.cuda.set_device(world.device_index)
-    store = dist.FileStore(store_path, world.size)
-    dist.init_process_group(world.backend, store=store, rank=world.rank,
-                            world_size=world.size,
-                            timeout=datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
+    try:
+        dist.init_process_group(world.backend, store=store, rank=world.rank,
+                                world_size=world.size,
+                                timeout=datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
+    except RuntimeError as exc:
+        if meeting is None:
+            raise
+        # Across nodes, the likely reason is a node that never came: say how many did.
+        raise RankFailed("the ranks did not form a group within %d s: %d of %d nodes met at "
+                         "%s:%d (%s)" % (RENDEZVOUS_TIMEOUT_S, nodes.met(meeting),
+                                         world.nodes, meeting.host, meeting.port,
+                                         first_line(exc, 200)))
 
 
 def finish(world, *alive):
@@ -217,11 +264,17 @@ def barrier(world):
         dist.barrier()
 
 
-def _child(config, rank, size, store_path, folder, train_fn):
-    """Entry point of rank 1.. (spawned): train, and leave an error file if it fails."""
-    world = World("ddp", size, rank, "nccl" if config["device"] == "cuda" else "gloo",
+def _child(config, rank, size, store_path, folder, train_fn, place=(1, 0, None)):
+    """Entry point of a node's ranks after its first (spawned): train, and leave an error
+    file if it fails. ``rank`` is the local one; ``place`` is (nodes, this node's rank,
+    where the nodes met)."""
+    count, node_rank, rendezvous = place
+    world = World("ddp", size, node_rank * (size // count) + rank,
+                  "nccl" if config["device"] == "cuda" else "gloo",
                   rank if config["device"] == "cuda" else None,
-                  os.path.join(folder, "rank%d.done" % rank))
+                  os.path.join(folder, "rank%d.done" % rank), nodes=count,
+                  rendezvous=rendezvous)
+    world.node_rank = node_rank
     try:
         train_fn(config, result.new_record(config), world, store_path)
     except BaseException as exc:  # noqa: B036 - the parent must learn why this rank ended
@@ -244,11 +297,17 @@ def run_ddp(config, record, world, train_fn):
     store_path = os.path.join(folder, "store")
     context = torch.multiprocessing.get_context("spawn")
     children = []
+    if world.nodes > 1:  # before the node's other ranks start: they inherit its interface
+        world.meeting = nodes.meet(world.rendezvous, world.nodes, RENDEZVOUS_TIMEOUT_S)
+        world.node_rank = world.meeting.node_rank
+        world.rank = world.node_rank * world.per_node
+        SECONDARY_NODE[:] = [world.node_rank > 0]
     try:
-        for rank in range(1, world.size):
+        for rank in range(1, world.per_node):
             child = context.Process(target=_child,
                                     args=(config, rank, world.size, store_path, folder,
-                                          train_fn))
+                                          train_fn,
+                                          (world.nodes, world.node_rank, world.rendezvous)))
             child.start()
             children.append(child)
         try:

@@ -19,6 +19,7 @@ from bench import (
     fingerprint,
     interrupts,
     memory,
+    nodes,
     parallel,
     probe,
     profiling,
@@ -127,10 +128,11 @@ def check_copy_options(config):
                                            "copies; a CPU run makes none)" % flag)
 
 
-def run(config, record):
-    """Train and fill ``record`` in place (so a failure keeps the epochs that finished)."""
+def run(config, record, rendezvous=None):
+    """Train and fill ``record`` in place (so a failure keeps the epochs that finished).
+    ``rendezvous``: (host, port) where the benches of a --nodes run meet."""
     check_copy_options(config)
-    world = parallel.plan(config)
+    world = parallel.plan(config, rendezvous)
     if world.distributed:
         parallel.run_ddp(config, record, world, train)
     else:
@@ -206,7 +208,18 @@ def setup(config, record, world, store_path):
         joined = perf_counter()
         parallel.join_group(world, store_path)
         record["parallel"]["rendezvous_s"] = round(perf_counter() - joined, 6)
+        if world.nodes > 1:
+            _across_nodes(world, device, record)
     return run
+
+
+def _across_nodes(world, device, record):
+    """What rank 0 records of a run across nodes: each node's host name, and the bus
+    bandwidth a short all-reduce measures between them before the first epoch."""
+    bandwidth = nodes.bus_bandwidth(world, device)  # every rank takes part
+    if world.main:
+        record["parallel"]["hosts"] = nodes.hosts(world.meeting, world.nodes)
+        record["parallel"]["allreduce"] = bandwidth
 
 
 def build(run, record):
