@@ -1,11 +1,14 @@
-"""A real one-node Slurm cluster on this machine, from Debian's slurm-wlm and munge, for the
-tests of the Slurm path: munged with a key of its own, slurmctld and slurmd as root, one node
-as `slurmd -C` describes this machine, one partition. Started once, left running; a second
-call finds it up. Accounting has no database here (no slurmdbd): jobs are followed with
-squeue and scontrol, as they are on a cluster whose sacct is closed to users.
+"""A real Slurm cluster on this machine, from Debian's slurm-wlm and munge, for the tests of
+the Slurm path: munged with a key of its own, slurmctld and two slurmd as root. Each slurmd
+is a node as `slurmd -C` describes this machine (`slurmd -N NAME`, each with its own port,
+spool folder and log): the partition `envbench` holds the first, `envbench2` both, for the
+runs across nodes. Started once, left running; a second call finds it up. Accounting has no
+database here (no slurmdbd): jobs are followed with squeue and scontrol, as they are on a
+cluster whose sacct is closed to users.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -14,6 +17,8 @@ import time
 from pathlib import Path
 
 PARTITION = "envbench"
+TWO_NODES = "envbench2"
+SECOND_PORT = 6819  # the first slurmd listens on Slurm's default, 6818
 CONF = Path("/etc/slurm/slurm.conf")
 KEY = Path("/etc/munge/munge.key")
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -35,6 +40,12 @@ def _running(name: str) -> bool:
     return subprocess.run(["pgrep", "-x", name], capture_output=True).returncode == 0
 
 
+def _slurmd_running(node: str) -> bool:
+    return subprocess.run(["pgrep", "-f", "^slurmd -N %s$" % node],
+                          capture_output=True).returncode == 0
+
+
+@functools.lru_cache(maxsize=1)
 def _node_line() -> str:
     """This machine as slurmd sees it, less what changes (UpTime)."""
     described = subprocess.run(["slurmd", "-C"], capture_output=True, text=True,
@@ -55,11 +66,12 @@ def _config() -> str:
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "StateSaveLocation=/var/spool/slurmctld",
-        "SlurmdSpoolDir=/var/spool/slurmd",
+        # %n: the node's name, so that the two slurmd keep apart
+        "SlurmdSpoolDir=/var/spool/slurmd/%n",
         "SlurmctldPidFile=/run/slurmctld.pid",
-        "SlurmdPidFile=/run/slurmd.pid",
+        "SlurmdPidFile=/run/slurmd-%n.pid",
         "SlurmctldLogFile=/var/log/slurm/slurmctld.log",
-        "SlurmdLogFile=/var/log/slurm/slurmd.log",
+        "SlurmdLogFile=/var/log/slurm/slurmd-%n.log",
         "AccountingStorageType=accounting_storage/none",
         "JobAcctGatherType=jobacct_gather/none",
         "MpiDefault=none",
@@ -68,8 +80,14 @@ def _config() -> str:
         "MinJobAge=600",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
-        "%s State=UNKNOWN" % _node_line(),
-        "PartitionName=%s Nodes=ALL Default=YES MaxTime=INFINITE State=UP" % PARTITION,
+        "%s NodeHostname=%s Port=6818 State=UNKNOWN" % (_node_line(), host),
+        "%s NodeHostname=%s Port=%d State=UNKNOWN" % (
+            _node_line().replace("NodeName=%s " % node_name(), "NodeName=%s " %
+                                 second_node_name(), 1), host, SECOND_PORT),
+        "PartitionName=%s Nodes=%s Default=YES MaxTime=INFINITE State=UP"
+        % (PARTITION, node_name()),
+        "PartitionName=%s Nodes=%s,%s MaxTime=INFINITE State=UP"
+        % (TWO_NODES, node_name(), second_node_name()),
         ""])
 
 
@@ -92,11 +110,19 @@ def ensure_podman_limits() -> None:
 
 
 def ensure_cluster(timeout_s: float = 60.0) -> str:
-    """Start the cluster unless it answers; return its partition's name."""
-    if _answers():
+    """Start the cluster unless it answers as configured; return its first partition."""
+    config = _config()
+    if _answers() and _answers(TWO_NODES) and CONF.exists() and CONF.read_text() == config:
         return PARTITION
-    for folder in ("/var/spool/slurmctld", "/var/spool/slurmd", "/var/log/slurm",
-                   "/run/munge"):
+    if CONF.exists() and CONF.read_text() != config:  # an earlier layout: start again
+        for daemon in ("slurmctld", "slurmd"):
+            subprocess.run(["pkill", "-x", daemon], capture_output=True)
+        deadline = time.monotonic() + 30
+        while (_running("slurmctld") or _running("slurmd")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    for folder in ("/var/spool/slurmctld", "/var/log/slurm", "/run/munge",
+                   "/var/spool/slurmd/%s" % node_name(),
+                   "/var/spool/slurmd/%s" % second_node_name()):
         Path(folder).mkdir(parents=True, exist_ok=True)
     shutil.chown("/run/munge", "munge", "munge")
     if not KEY.exists() or KEY.stat().st_size < 32:
@@ -104,25 +130,27 @@ def ensure_cluster(timeout_s: float = 60.0) -> str:
     shutil.chown(KEY, "munge", "munge")
     KEY.chmod(0o400)
     CONF.parent.mkdir(parents=True, exist_ok=True)
-    CONF.write_text(_config())
+    CONF.write_text(config)
     if not _running("munged"):
         subprocess.run(["runuser", "-u", "munge", "--", "munged"], check=True, timeout=30)
-    for daemon in ("slurmctld", "slurmd"):
-        if not _running(daemon):
-            subprocess.run([daemon], check=True, timeout=60)
+    if not _running("slurmctld"):
+        subprocess.run(["slurmctld"], check=True, timeout=60)
+    for node in (node_name(), second_node_name()):
+        if not _slurmd_running(node):
+            subprocess.run(["slurmd", "-N", node], check=True, timeout=60)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if _answers():
+        if _answers() and _answers(TWO_NODES):
             return PARTITION
         time.sleep(1)
     raise RuntimeError("the one-node cluster did not come up in %.0f s: %s" % (
         timeout_s, _log_tail()))
 
 
-def _answers() -> bool:
-    """The node is idle or allocated in the partition: jobs can run."""
+def _answers(partition: str = PARTITION) -> bool:
+    """The partition's nodes are idle or allocated: jobs can run."""
     try:
-        proc = subprocess.run(["sinfo", "--noheader", "--partition", PARTITION, "-o", "%t"],
+        proc = subprocess.run(["sinfo", "--noheader", "--partition", partition, "-o", "%t"],
                               capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -133,7 +161,9 @@ def _answers() -> bool:
 
 def _log_tail() -> str:
     lines = []
-    for log in ("/var/log/slurm/slurmctld.log", "/var/log/slurm/slurmd.log"):
+    for log in ("/var/log/slurm/slurmctld.log",
+                "/var/log/slurm/slurmd-%s.log" % node_name(),
+                "/var/log/slurm/slurmd-%s.log" % second_node_name()):
         try:
             lines += Path(log).read_text(errors="replace").splitlines()[-5:]
         except OSError:
@@ -143,6 +173,11 @@ def _log_tail() -> str:
 
 def node_name() -> str:
     return _node_line().split()[0].split("=", 1)[1]
+
+
+def second_node_name() -> str:
+    """The second slurmd's node: this machine again, under another name and port."""
+    return "%s-2" % node_name()
 
 
 def set_node_state(state: str, reason: str = "envbench test") -> None:

@@ -136,6 +136,8 @@ def bench_args(cell: Cell, res: Resources, synthetic: bool) -> list[str]:
     # nproc counts dp/ddp devices: a sweep of parallel: [none, ddp] leaves the none cells alone.
     if s["nproc"] is not None and s["parallel"] != "none":
         args += ["--nproc", s["nproc"]]
+    if s["nodes"] > 1:  # the job adds where the nodes meet (--rendezvous), per step
+        args += ["--nodes", s["nodes"]]
     for flag, key in (("--channels-last", "channels_last"), ("--deterministic", "deterministic"),
                       ("--profile", "profile")):
         if s[key]:

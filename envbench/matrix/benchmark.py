@@ -16,8 +16,8 @@ from envbench.matrix import grammars
 from envbench.matrix.fields import Count, Flag, Strict, Text, shown
 
 SWEEPABLE = ("batch_size", "amp", "pipeline", "compile", "channels_last", "accumulate", "workers",
-             "workload", "parallel", "nproc", "quantize_eval", "pin_memory", "non_blocking",
-             "profile")
+             "workload", "parallel", "nproc", "nodes", "quantize_eval", "pin_memory",
+             "non_blocking", "profile")
 # The key's earlier name (a matrix written for the LeNets' sweep): read as `workload`.
 RENAMED = {"model": "workload"}
 
@@ -139,6 +139,9 @@ class Settings(Strict):
     # --batch-size is per device: dp and ddp train nproc x batch_size images per step.
     parallel: Literal["none", "dp", "ddp"] = "none"
     nproc: Optional[Count] = None
+    # ddp across this many nodes of a Slurm target's allocation (its slurm.nodes), nproc
+    # ranks on each: sweep it ([1, 2, 4]) for the page's scaling by nodes.
+    nodes: Annotated[int, Field(strict=True, ge=1, le=1024)] = 1
     quantize_eval: Literal["off", "dynamic"] = "off"
     # None: bench's default, on for cuda and off for cpu (a CPU run makes no device copies).
     pin_memory: Optional[Literal["on", "off"]] = None

@@ -108,6 +108,34 @@ class Matrix(Strict):
                                      "cores between)" % target_name)
         return self
 
+    @model_validator(mode="after")
+    def _nodes_fit_targets(self) -> Matrix:
+        """A cell across nodes trains with ddp, on a Slurm target that allocates them; a
+        Slurm allocation of N nodes has a cell that uses them."""
+        bench = self.benchmark
+        counts = set(bench.sweep.get("nodes", (bench.nodes,)))
+        modes = set(bench.sweep.get("parallel", (bench.parallel,)))
+        most = max(counts)
+        if most > 1 and modes != {"ddp"}:
+            raise ValueError("benchmark.nodes: %d needs benchmark.parallel: ddp in every cell "
+                             "(the nodes train one model together)" % most)
+        for env_name in self.environments:
+            for target_name in self.targets_for(env_name):
+                slurm = self.targets[target_name].slurm
+                allocated = slurm.nodes if slurm is not None else 1
+                if most > allocated:
+                    raise ValueError(
+                        "benchmark.nodes: %d, but %s" % (most, (
+                            "targets.%s is not a Slurm target (a run across nodes is a "
+                            "Slurm job's)" % target_name) if slurm is None else
+                            "targets.%s.slurm.nodes allocates %d" % (target_name, allocated)))
+                if slurm is not None and most < allocated:
+                    raise ValueError(
+                        "targets.%s.slurm.nodes: %d allocated, and no cell runs on more than "
+                        "%d (set benchmark.nodes, or sweep: {nodes: [1, %d]})"
+                        % (target_name, allocated, most, allocated))
+        return self
+
     def cell_count(self) -> int:
         points = math.prod(len(values) for values in self.benchmark.sweep.values())
         pairs = sum(len(self.targets_for(name)) for name in self.environments)

@@ -121,6 +121,8 @@ class Slurm(Strict):
     # unless the user says otherwise.
     exclusive: Flag = True
     runtime: Literal["podman", "apptainer", "pyxis"] = "podman"
+    # The job's allocation: a cell runs on as many of these nodes as its benchmark.nodes.
+    nodes: Annotated[int, Field(strict=True, ge=1, le=1024)] = 1
     # A folder every node sees at the same path: images, data, the user's code and results.
     shared_dir: Annotated[str, Field(strict=True, min_length=2, max_length=400)]
 

@@ -15,6 +15,7 @@ from envbench.report import (
     formats,
     grouping,
     headtohead,
+    nodescaling,
     operators,
     reference,
     scaling,
@@ -130,6 +131,7 @@ def _speedup_section(groups: list[grouping.Group], base: str | None,
 
 def _scaling_section(groups: list[grouping.Group], scaling_rows: list[Any]) -> dict[str, Any]:
     return {"scaling": scaling_rows, "scaling_reference": scaling.WRITE_UP_TWO_GPUS,
+            "node_scaling": nodescaling.rows(groups),
             "models": scaling.model_rows(groups),
             # (name, unit) of every workload, in the order the page groups them
             "workloads": sorted({(g.workload, g.unit) for g in groups})}

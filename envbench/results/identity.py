@@ -18,9 +18,9 @@ from typing import Any
 # by the data's identity), and the probe, which runs after the timed epochs and measures the
 # device rather than the run.
 NOT_MEASURED = ("data", "out", "save_weights", "probe")
-# Options added after results were kept: where unset, left out, so a result written before
-# them (which has no such key) is the same measurement as one written since.
-ABSENT_WHEN_NONE = ("inputs",)
+# Options added after results were kept: at their default, left out, so a result written
+# before them (which has no such key) is the same measurement as one written since.
+ABSENT_AT_DEFAULT = {"inputs": None, "nodes": 1}
 RESOURCE_KEYS = ("device", "cpus", "cpuset", "threads", "memory", "swap", "gpus")
 
 
@@ -132,7 +132,7 @@ def make(environment: str, target: str, image_id: str | None, resources: dict[st
         environment=environment, target=target, image_id=image_id,
         resources=_frozen({k: resources.get(k) for k in RESOURCE_KEYS}),
         options=_frozen({k: v for k, v in options.items() if k not in NOT_MEASURED
-                         and not (k in ABSENT_WHEN_NONE and v is None)}),
+                         and not (k in ABSENT_AT_DEFAULT and v == ABSENT_AT_DEFAULT[k])}),
         data=data,
         quick=bool(quick), repeat=int(repeat))
 

@@ -5,6 +5,7 @@ said: its node, what it gave, the other jobs beside it, and why a job ended earl
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -152,6 +153,13 @@ class Job:
         launch = cellspec.cell_spec(p.file_stem, use.reference, image.image.id,
                                     image.plan.tag, p.command(), res, files, p.cell.workload,
                                     pin_cpuset=False, gpus=gpus)
+        nodes = p.cell.settings["nodes"]
+        if nodes > 1:
+            # The nodes' benches meet at the first node's address: the step's containers
+            # share their node's network (Podman's only; docs/hpc.md and the page say so).
+            launch = dataclasses.replace(launch, lockdown=dataclasses.replace(
+                launch.lockdown, network="host"), args=(*launch.args, "--rendezvous",
+                                                        runtimes.RENDEZVOUS))
         for bind in launch.binds:
             if SHELL_ACTIVE & set(bind.source):
                 raise UserError("%s: a path holding $, `, \", \\ or a newline cannot be "
@@ -159,13 +167,18 @@ class Job:
         cpus = int(res.cpus) if res.cpus else self.host.cpus
         # The target's timeout_s as the step's own time limit: a cell that hangs is ended by
         # Slurm, and the job goes on to the next, as the engine's wait does on a VM.
-        options = ["--cpus-per-task=%d" % max(1, cpus),
+        # One task per node: each node's bench starts its --nproc ranks itself.
+        options = ["--nodes=%d" % nodes, "--ntasks=%d" % nodes, "--ntasks-per-node=1",
+                   "--cpus-per-task=%d" % max(1, cpus),
                    "--time=%d:%02d" % divmod(timeout_s, 60)]
         if self.block.runtime != "podman" and launch.memory_bytes:
             options.append("--mem=%dM" % max(1, launch.memory_bytes // 2**20))
         if self.block.runtime == "pyxis":
             return Step(p.file_stem, options + runtimes.pyxis(launch), [])
-        return Step(p.file_stem, options, runtimes.BUILDERS[self.block.runtime](launch))
+        command = runtimes.BUILDERS[self.block.runtime](launch)
+        if nodes > 1 and self.block.runtime == "podman":
+            command = runtimes.podman_per_node(command)
+        return Step(p.file_stem, options, command)
 
     def _ending(self, placed: takein.Placed, folder: Path, ended: str | None
                 ) -> takein.Ending:

@@ -17,6 +17,9 @@ from envbench.engine.spec import Bind, ContainerSpec
 
 # Expanded by the job's shell at each step: one CDI device per GPU Slurm gave the job.
 GPU_DEVICES = "${ENVBENCH_GPU_DEVICES[@]}"
+# ... and where a step's nodes meet: the job's first node's address, a port of the step's.
+RENDEZVOUS = "${ENVBENCH_RENDEZVOUS}"
+EXPANDED = (GPU_DEVICES, RENDEZVOUS)
 
 
 def container_name(stem: str) -> str:
@@ -73,6 +76,15 @@ def podman(spec: ContainerSpec) -> list[str]:
                       spec.image, *spec.entrypoint[1:], *spec.args]
 
 
+def podman_per_node(command: list[str]) -> list[str]:
+    """Podman's command for a step across nodes: each node's container named for its node
+    (srun sets SLURM_NODEID per task), so that two "nodes" sharing a host (a test cluster's
+    two slurmd) do not --replace each other's container."""
+    at = command.index("--name")
+    name, rest = command[at + 1], command[2:at] + command[at + 2:]
+    return ["bash", "-c", 'exec podman run --name "$0-${SLURM_NODEID:-0}" "$@"', name, *rest]
+
+
 def apptainer(spec: ContainerSpec) -> list[str]:
     _no_scratch(spec, "apptainer")
     # --containall: its own /tmp, /dev, IPC and PID namespaces and no host home; --cleanenv:
@@ -125,7 +137,7 @@ def shell_words(words: list[str]) -> str:
     of its GPU devices, which must expand there."""
     out = []
     for word in words:
-        if word == GPU_DEVICES:
+        if word in EXPANDED:
             out.append('"%s"' % word)
         else:
             out.append(shlex.quote(word))

@@ -43,7 +43,8 @@ class ImageUse:
 def header(job_name: str, block: Slurm, run_dir: PurePosixPath) -> list[str]:
     lines = ["#!/bin/bash", "#SBATCH --job-name=%s" % job_name,
              "#SBATCH --partition=%s" % block.partition, "#SBATCH --time=%s" % block.time,
-             "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
+             "#SBATCH --nodes=%d" % block.nodes,
+             "#SBATCH --ntasks=1" if block.nodes == 1 else "#SBATCH --ntasks-per-node=1",
              "#SBATCH --output=%s" % (run_dir / "job.out"),
              # A node that fails ends the job (no silent requeue behind the user's back):
              # its unfinished cells are failed with Slurm's state, and the same command again
@@ -64,7 +65,7 @@ def header(job_name: str, block: Slurm, run_dir: PurePosixPath) -> list[str]:
 
 PROLOGUE = r"""
 set -uo pipefail
-RUN=%(run)s
+export RUN=%(run)s
 mkdir -p "$RUN/cells"
 # One CDI device per GPU Slurm gave the job (its absolute indexes; Podman's GPU cells).
 ENVBENCH_GPU_DEVICES=()
@@ -73,6 +74,13 @@ for gpu in "${_gpus[@]}"; do
   [ -n "$gpu" ] && ENVBENCH_GPU_DEVICES+=(--device "nvidia.com/gpu=$gpu")
 done
 echo "envbench: job $SLURM_JOB_ID on $SLURMD_NODENAME"
+# Where a step across nodes meets: the address of the job's first node (its steps' task 0
+# runs there), and a port from the job's ID, so that two jobs on one node do not share it.
+ENVBENCH_FIRST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+_addr=$(scontrol show node "$ENVBENCH_FIRST" --oneliner 2>/dev/null \
+  | sed -n 's/.* NodeAddr=\([^ ]*\).*/\1/p')
+ENVBENCH_FIRST=${_addr:-$ENVBENCH_FIRST}
+ENVBENCH_PORT=$((20000 + (SLURM_JOB_ID %% 1000) * 32))
 
 others() {  # the other jobs on this node now (none on an exclusive node)
   squeue --noheader --nodelist "$SLURMD_NODENAME" --format '%%i %%u %%C' 2>/dev/null \
@@ -89,7 +97,9 @@ cell() {  # STEM, then srun's arguments: one step, its traces in $RUN/cells/STEM
   others > "$dir/others.before"
   echo "envbench: cell $stem"
   CURRENT=$stem
-  srun --ntasks=1 --nodes=1 "$@" > "$dir/log" 2>&1
+  ENVBENCH_PORT=$((ENVBENCH_PORT + 1))  # each step's nodes meet at a port of their own
+  ENVBENCH_RENDEZVOUS="$ENVBENCH_FIRST:$ENVBENCH_PORT"
+  srun "$@" > "$dir/log" 2>&1
   local code=$?
   after_step "$stem"
   others > "$dir/others.after"
@@ -107,11 +117,15 @@ SAID = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "SLURM_JOB_NODELIST", "SLURMD_NOD
 
 # Podman: a job cancelled (scancel, Ctrl-C on the login node) or out of time kills the
 # step's podman client; its container must not run on, or stay, after the job.
-PODMAN_TRAP = ("CURRENT=\ntrap '[ -n \"$CURRENT\" ] && podman rm --force --ignore "
-               "\"envbench-$CURRENT\" >/dev/null 2>&1' EXIT TERM INT\n"
+PODMAN_TRAP = ("CURRENT=\n"
+               # The step's container, and on this node the one of each node a step across
+               # nodes named (envbench-STEM-NODEID; runtimes.podman_per_node).
+               "remove_cell() { podman ps --all --quiet --filter \"name=^envbench-$1(-[0-9]+)?$\" "
+               "2>/dev/null | xargs -r podman rm --force --ignore >/dev/null 2>&1; }\n"
+               "trap '[ -n \"$CURRENT\" ] && remove_cell \"$CURRENT\"' EXIT TERM INT\n"
                # A step Slurm ended at its time limit killed the podman client, not always
                # its container: removed before the next step starts.
-               "after_step() { podman rm --force --ignore \"envbench-$1\" >/dev/null 2>&1; }")
+               "after_step() { remove_cell \"$1\"; }")
 
 
 def prepare_image(use: ImageUse) -> str:
@@ -173,13 +187,24 @@ def checked(path: str, sha256: str | None) -> str:
                               REFUSED))
 
 
+def on_every_node(line: str, block: Slurm) -> str:
+    """A line that makes an image ready, run where the job's steps will use it: here, or on
+    each of its nodes (Podman's image store is the node's own; a SIF or a squashfs in
+    shared_dir is checked on each node before use). A refusal on any node ends the job."""
+    if block.nodes == 1:
+        return line
+    return ("srun --nodes=%d --ntasks=%d --ntasks-per-node=1 bash -c %s; "
+            '[ -e "$RUN/%s" ] && exit 1' % (block.nodes, block.nodes, shlex.quote(line),
+                                            REFUSED))
+
+
 def render(job_name: str, block: Slurm, run_dir: PurePosixPath, images: list[ImageUse],
            steps: list[Step]) -> str:
     lines = header(job_name, block, run_dir)
     lines.append(PROLOGUE % {"run": shlex.quote(str(run_dir)), "said": "|".join(SAID)})
     if block.runtime == "podman":
         lines.append(PODMAN_TRAP)
-    lines += [prepare_image(use) for use in images]
+    lines += [on_every_node(prepare_image(use), block) for use in images]
     lines.append("")
     for step in steps:
         lines.append("cell %s %s" % (shlex.quote(step.stem),

@@ -121,6 +121,49 @@ def test_two_stacks_run_as_the_steps_of_one_job_in_podman_and_a_run_again_resume
     assert "nothing to submit" in again.stdout and not _job_ids(again.stdout)
 
 
+def test_a_ddp_cell_across_two_nodes_meets_at_the_first_and_the_page_scales_by_nodes(
+        e2e_env, base_tag, partition, shared, tmp_path):
+    """The two-node partition (two slurmd on this machine): LeNet under ddp on 1 and on 2
+    nodes of one allocation, one Podman container per node on the node's network."""
+    matrix = _matrix(tmp_path, base_tag, slurm_cluster.TWO_NODES, repeats=1, epochs=1,
+                     shared=shared)
+    text = matrix.read_text().replace("slurm-b: ", "# slurm-b: ")
+    text = text.replace("shared_dir:", "nodes: 2, shared_dir:")
+    text = text.replace("repeats: 1,", "repeats: 1, parallel: ddp, nproc: 1, "
+                        "sweep: {nodes: [1, 2]},")
+    matrix.write_text(text)
+    reports = tmp_path / "reports"
+    proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", reports, "--synthetic")
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (job,) = _job_ids(proc.stdout)
+    script = next((shared / "runs").glob("cluster-*/job.sh"), None)
+    records = {r["config"]["nodes"]: r for r in _records(reports)}
+    assert sorted(records) == [1, 2] and all(r["status"] == "ok" for r in records.values())
+    two = records[2]["parallel"]
+    assert two["world_size"] == 2 and two["nodes"] == 2 and two["ranks_per_node"] == 1
+    assert len(two["hosts"]) == 2 and two["interface"]
+    assert two["allreduce"]["busbw_gbps"] > 0
+    assert "nodes" not in records[1]["parallel"] and records[1]["parallel"]["world_size"] == 1
+    assert records[2]["slurm"]["job_id"] == job
+    assert job not in slurm_cluster.jobs()
+    assert script is not None
+    assert not [c for c in _podman_containers() if c.startswith("envbench-")]
+
+    report = envbench(e2e_env, "report", "--matrix", matrix, "--reports", reports,
+                      "--synthetic")
+    assert report.returncode == 0, report.stdout[-2000:]
+    page = (reports / "index.html").read_text()
+    assert "Scaling by nodes" in page, page[:2000]
+    assert "bus bandwidth" in page
+
+
+def _podman_containers() -> list[str]:
+    listed = subprocess.run(["podman", "ps", "--all", "--format", "{{.Names}}"],
+                            capture_output=True, text=True, timeout=120)
+    return listed.stdout.split()
+
+
 def test_an_image_archive_changed_in_shared_dir_is_saved_again_and_checked_on_the_node(
         e2e_env, base_tag, partition, shared, tmp_path):
     """Run after the first test, which saved the stacks' archive into shared_dir: its bytes

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
 from test_matrix import GOOD
 
 from envbench.cells import expansion
@@ -162,3 +163,18 @@ def test_inputs_named_in_any_order_are_one_identity_usable_as_a_key():
     assert {one: "found"}[other] == "found"
     assert (one.digest, one.group) == (other.digest, other.group)
     assert one != made({"weights": "a" * 64, "tokenizer": "c" * 64})
+
+
+@pytest.mark.parametrize("key, default, other", [("inputs", None, {"w": "a" * 64}),
+                                                 ("nodes", 1, 2)])
+def test_an_option_added_later_is_left_out_at_its_default(key, default, other):
+    """A result written before an option existed (no such key) is the same measurement as
+    one written since at the option's default; any other value is another measurement."""
+    def made(**extra):
+        return identity.make("env", "cpu", None, RESOURCES, {"epochs": 2, **extra}, DATA,
+                             False, 0)
+
+    before = made()
+    assert made(**{key: default}) == before
+    assert made(**{key: other}) != before
+    assert made(**{key: other}).digest != before.digest

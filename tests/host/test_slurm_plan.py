@@ -61,7 +61,7 @@ def test_a_valid_block_and_its_defaults():
     (BLOCK, "cuda", "needs gpus or gres"),
     (BLOCK + ", gpus: 1", "cpu", "hold GPUs that no cell uses"),
     (BLOCK + ", exclusive: \"yes\"", "cpu", "exclusive"),
-    (BLOCK + ", nodes: 4", "cpu", "nodes"),
+    (BLOCK + ", nodes: 4", "cpu", "slurm.nodes: 4 allocated, and no cell runs on more than 1"),
 ])
 def test_a_bad_block_is_refused_naming_the_key_and_the_reason(block, device, words):
     said = problems(device, block)
@@ -226,3 +226,78 @@ def test_a_node_takes_a_job_unless_slurm_says_it_is_closed():
     assert [n.name for n in nodes if n.open] == ["n1", "n4", "n5", "n8", "n9"]
     assert nodes[1].describe() == "n2 drained (disk swap)"
     assert nodes[0].describe() == "n1 idle"
+
+
+NODES = """
+environments:
+  a: {python: "3.11", torch: "2.13.0"}
+targets:
+  %s
+benchmark: {epochs: 1, %s}
+"""
+CLUSTER = 't: {device: cpu, slurm: {%s, nodes: 2}}' % BLOCK
+
+
+@pytest.mark.parametrize("targets, benchmark, words", [
+    (CLUSTER, "parallel: ddp, nproc: 1, nodes: 3",
+     "benchmark.nodes: 3, but targets.t.slurm.nodes allocates 2"),
+    ("t: {device: cpu}", "parallel: ddp, nproc: 1, nodes: 2",
+     "benchmark.nodes: 2, but targets.t is not a Slurm target"),
+    (CLUSTER, "nproc: 1, sweep: {nodes: [1, 2], parallel: [none, ddp]}",
+     "benchmark.nodes: 2 needs benchmark.parallel: ddp in every cell"),
+    (CLUSTER, "parallel: ddp, nproc: 1, sweep: {nodes: [0, 2]}", "sweep"),
+])
+def test_cells_across_nodes_are_refused_where_no_allocation_holds_them(targets, benchmark,
+                                                                       words):
+    with pytest.raises(MatrixError) as caught:
+        models.parse(NODES % (targets, benchmark))
+    assert words in "\n".join(caught.value.problems), caught.value.problems
+
+
+def test_a_job_across_nodes_asks_for_them_and_its_steps_meet_at_the_first_node():
+    matrix = models.parse(NODES % (CLUSTER, "parallel: ddp, nproc: 1, sweep: {nodes: [1, 2]}"))
+    block = matrix.targets["t"].slurm
+    assert block is not None and block.nodes == 2
+    launch = _launch()
+    command = runtimes.podman_per_node(runtimes.podman(launch))
+    step = Step("a__t__r0", ["--nodes=2", "--ntasks=2", "--ntasks-per-node=1"],
+                command + ["--rendezvous", runtimes.RENDEZVOUS])
+    # Each node's container is named for its node; the rest is Podman's line as it was.
+    assert command[:4] == ["bash", "-c", 'exec podman run --name "$0-${SLURM_NODEID:-0}" '
+                           '"$@"', "envbench-a__t__r0"]
+    assert command[4:] == [w for w in runtimes.podman(launch)[2:]
+                           if w not in ("--name", "envbench-a__t__r0")]
+    image = ImageUse("podman", "/s/images/x.tar", "IMAGEID", archive_sha256="ab" * 32)
+    text = render("envbench-t", block, PurePosixPath("/s/runs/r"), [image], [step])
+    # Podman's image store is each node's: the image is made ready on every node.
+    assert "\nsrun --nodes=2 --ntasks=2 --ntasks-per-node=1 bash -c 'podman image exists " \
+        "IMAGEID" in text
+    parsed = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
+    assert parsed.returncode == 0, parsed.stderr
+    lines = text.splitlines()
+    assert "#SBATCH --nodes=2" in lines and "#SBATCH --ntasks-per-node=1" in lines
+    assert "#SBATCH --ntasks=1" not in lines
+    # The rendezvous is the job's to expand (per step), not a quoted literal.
+    assert text.rstrip().splitlines()[-2].endswith('--rendezvous "${ENVBENCH_RENDEZVOUS}"')
+    # One node: the job as before.
+    single = render("envbench-t", models.Slurm(partition="p", time="30", shared_dir="/s"),
+                    PurePosixPath("/s/runs/r"), [], []).splitlines()
+    assert "#SBATCH --nodes=1" in single and "#SBATCH --ntasks=1" in single
+
+
+def test_the_prologue_finds_the_first_nodes_address_and_gives_each_step_its_port(tmp_path):
+    """The job's own lines, run by bash with Slurm's answers in place of scontrol's."""
+    block = models.Slurm(partition="p", time="30", shared_dir="/s", nodes=2)
+    text = render("envbench-t", block, PurePosixPath(str(tmp_path)), [], [])
+    prologue = text[text.index("ENVBENCH_FIRST="):text.index("others() {")]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text(
+        '#!/bin/sh\n[ "$2" = hostnames ] && { echo n7; echo n8; exit 0; }\n'
+        'echo "NodeName=n7 Arch=x86_64 CoresPerSocket=4 NodeAddr=10.1.2.7 NodeHostName=n7"\n')
+    (fake / "scontrol").chmod(0o755)
+    shown = subprocess.run(
+        ["bash", "-c", prologue + 'echo "$ENVBENCH_FIRST $ENVBENCH_PORT"'], text=True,
+        capture_output=True, env={"PATH": "%s:/usr/bin:/bin" % fake,
+                                  "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "n[7-8]"})
+    assert shown.stdout.split() == ["10.1.2.7", str(20000 + 242 * 32)], shown.stderr
