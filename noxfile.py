@@ -5,6 +5,8 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import nox
 
@@ -181,11 +183,12 @@ def tests(session: nox.Session) -> None:
         session.run("pytest", *session.posargs)
         return  # a selection of tests was asked for: run just that
     # The host's and bench's own tests share nothing but the disk: they run on every core
-    # (pytest-xdist), except those marked `alone`, which time work on this machine. Those and
-    # the e2e tests (one engine, one Slurm cluster, builds and timed cells) then run one at a
-    # time, with nothing beside them.
+    # (pytest-xdist), except those marked `alone`, which time work on this machine: those
+    # then run one at a time, with nothing beside them. Then the e2e tests (_e2e).
     session.run("pytest", *_workers(), "-m", "not alone", "tests/host", "tests/bench")
-    session.run("pytest", "-m", "alone or e2e", "tests/host", "tests/bench", "tests/e2e")
+    session.run("pytest", "-m", "alone", "tests/host", "tests/bench",
+                success_codes=[0, NO_TESTS_COLLECTED])
+    _e2e(session)
     probe = [DEBIAN_PYTHON, "-c", "import torch, torchvision, pytest, jsonschema, xdist"]
     if shutil.which(DEBIAN_PYTHON) and subprocess.run(probe, capture_output=True).returncode == 0:
         session.run(DEBIAN_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *_workers(),
@@ -202,6 +205,37 @@ def tests(session: nox.Session) -> None:
         session.warn("bench's tests on the old stack (torch 1.13) and the classic pipeline were "
                      "not run: apt-get install python3-torch python3-torchvision python3-pytest "
                      "python3-jsonschema python3-pytest-xdist")
+
+
+# The Slurm tests spend most of their time waiting on the scheduler (a job's start, its
+# time-limit checks, KillWait): they run beside the engine's e2e tests, in a pytest of their
+# own. The engine-outage test stops the engine both use: it runs after them, by itself.
+SLURM_E2E = "tests/e2e/test_slurm.py"
+OUTAGE_E2E = "tests/e2e/test_engine_outage.py"
+
+
+def _e2e(session: nox.Session) -> None:
+    """The e2e tests: the engine's one at a time, the Slurm cluster's beside them."""
+    # The base images and the wheelhouse both share, made once before either starts.
+    session.run("python", "tests/e2e/e2e_support.py")
+    log = Path(tempfile.mkdtemp(prefix="envbench-slurm-e2e-")) / "pytest.log"
+    env = dict(os.environ, PATH=session.bin + os.pathsep + os.environ.get("PATH", ""))
+    with log.open("w") as out:
+        beside = subprocess.Popen([os.path.join(session.bin, "pytest"), "-p",
+                                   "no:cacheprovider", "-m", "e2e", SLURM_E2E],
+                                  stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        session.run("pytest", "-m", "e2e", "tests/e2e", "--ignore", SLURM_E2E,
+                    "--ignore", OUTAGE_E2E)
+    finally:
+        code = beside.wait()
+        print("\n--- %s, run beside the tests above:\n%s" % (SLURM_E2E, log.read_text()),
+              flush=True)
+        shutil.rmtree(log.parent, ignore_errors=True)
+    if code != 0:
+        session.error("%s failed (pytest's exit code %d): its output is above"
+                      % (SLURM_E2E, code))
+    session.run("pytest", "-m", "e2e", OUTAGE_E2E)
 
 
 # pytest's exit code when a selection matched nothing (a marker no test carries yet).

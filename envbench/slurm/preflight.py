@@ -129,6 +129,12 @@ def _nodes_open(checks: Checks, block: Slurm) -> bool:
         return checks.add(False, "no node of %s can start a job: %s; ask the admins to "
                                  "resume one, or name another partition"
                           % (where, "; ".join(closed[:8]) + (" …" if len(closed) > 8 else "")))
+    if len(open_nodes) < block.nodes:
+        # The job would wait in the queue for nodes that cannot start it (or never exist).
+        return checks.add(False, "slurm.nodes: %d, and %s has %d node(s) that can start a "
+                                 "job%s: fewer nodes, or another partition"
+                          % (block.nodes, where, len(open_nodes),
+                             " (%s)" % "; ".join(closed[:4]) if closed else ""))
     return checks.add(True, "%d of %d node(s) of %s can start a job%s"
                       % (len(open_nodes), len(nodes), where,
                          " (%s)" % "; ".join(closed[:4]) if closed else ""))

@@ -80,6 +80,9 @@ ENVBENCH_FIRST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 _addr=$(scontrol show node "$ENVBENCH_FIRST" --oneliner 2>/dev/null \
   | sed -n 's/.* NodeAddr=\([^ ]*\).*/\1/p')
 ENVBENCH_FIRST=${_addr:-$ENVBENCH_FIRST}
+# as an address: a container may not resolve the node's names
+_ip=$(getent ahostsv4 "$ENVBENCH_FIRST" 2>/dev/null | awk 'NR == 1 {print $1}')
+ENVBENCH_FIRST=${_ip:-$ENVBENCH_FIRST}
 ENVBENCH_PORT=$((20000 + (SLURM_JOB_ID %% 1000) * 32))
 
 others() {  # the other jobs on this node now (none on an exclusive node)

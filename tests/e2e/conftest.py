@@ -10,10 +10,7 @@ from pathlib import Path
 import docker
 import pytest
 from cifar_fixture import write_cifar
-from e2e_support import E2E_MATRIX, EXTRA, TORCH, envbench
-
-from envbench.images import baseimage
-from envbench.images import wheelhouse as wheelhouses
+from e2e_support import E2E_MATRIX, envbench, prepare
 
 # The modules whose images need the most disk at their peak (the CUDA 13 stack: ~20 GB with
 # its builder stage and its build context of wheels), run first among these tests, while the
@@ -43,18 +40,21 @@ def client() -> docker.DockerClient:
 
 
 @pytest.fixture(scope="session")
-def base_tag(client) -> str:
-    """The Debian base, as the demo gets it (baseimage): debootstrap with no registry."""
-    return baseimage.ensure_base(client)
+def prepared(client) -> tuple[str, str, Path]:
+    return prepare(client)
 
 
 @pytest.fixture(scope="session")
-def wheelhouse(client, python_base) -> Path:
+def base_tag(prepared) -> str:
+    """The Debian base, as the demo gets it (baseimage): debootstrap with no registry."""
+    return prepared[0]
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(prepared) -> Path:
     """torch 2.13.0 and its dependencies for the base's Python, with the example workload's
     einops, fetched once by the host (containers cannot reach the index here)."""
-    python = client.containers.run(python_base, ["python3", "-c", "import sys; print('%d.%d' "
-                                                 "% sys.version_info[:2])"], remove=True)
-    return wheelhouses.ensure_wheelhouse(TORCH, python.decode().strip(), extra=EXTRA)
+    return prepared[2]
 
 
 @pytest.fixture(scope="session")
@@ -66,10 +66,10 @@ def cifar(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def python_base(client, base_tag) -> str:
+def python_base(prepared) -> str:
     """The Debian base with python3 and venv: a pip stack built on it needs no apt, so its
     build runs with the network off."""
-    return baseimage.ensure_python_base(client, base_tag)
+    return prepared[1]
 
 
 @pytest.fixture(scope="session")

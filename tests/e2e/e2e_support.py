@@ -30,6 +30,23 @@ TORCH = "2.13.0"
 EXTRA = ("einops==0.8.2", "transformers==5.25.0")
 
 
+def prepare(client: docker.DockerClient) -> tuple[str, str, Path]:
+    """The Debian base (as the demo gets it: debootstrap, no registry), the base with python3
+    and venv (a pip stack built on it needs no apt), and the wheelhouse of torch and the
+    example workloads' packages for its Python (containers cannot reach the index here):
+    the session fixtures, and what the noxfile makes once before two pytest processes share
+    them (python tests/e2e/e2e_support.py)."""
+    from envbench.images import baseimage
+    from envbench.images import wheelhouse as wheelhouses
+
+    base = baseimage.ensure_base(client)
+    python_base = baseimage.ensure_python_base(client, base)
+    python = client.containers.run(python_base, ["python3", "-c", "import sys; print('%d.%d' "
+                                                 "% sys.version_info[:2])"], remove=True)
+    return base, python_base, wheelhouses.ensure_wheelhouse(TORCH, python.decode().strip(),
+                                                            extra=EXTRA)
+
+
 def envbench(env: dict[str, str], *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
     """Run the kit's CLI as a user would and capture what they would see."""
     return subprocess.run([sys.executable, "-m", "envbench", *map(str, args)], cwd=ROOT, env=env,
@@ -81,3 +98,8 @@ def gpu_refusal() -> tuple[str, str, str, int]:
         return "NoGpu", gpu.NO_GPU, "GPU cells are left out on this host: " + gpu.NO_GPU, 0
     return ("GpuUnavailable", gpu.NO_RUNTIME,
             "GPU cells cannot run on this host: " + gpu.NO_RUNTIME, 1)
+
+
+if __name__ == "__main__":
+    made = prepare(docker.from_env(timeout=600))
+    print("e2e prerequisites ready: base %s, python base %s, wheelhouse %s" % made)

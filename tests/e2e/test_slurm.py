@@ -158,6 +158,25 @@ def test_a_ddp_cell_across_two_nodes_meets_at_the_first_and_the_page_scales_by_n
     assert "bus bandwidth" in page
 
 
+def test_an_allocation_larger_than_the_partition_is_refused_at_once(
+        e2e_env, base_tag, partition, tmp_path):
+    """slurm.nodes: 2 on the one-node partition: the job would wait for a node that is not
+    there; sinfo says so before anything is submitted."""
+    matrix = _matrix(tmp_path, base_tag, partition, repeats=1, epochs=1)
+    text = matrix.read_text().replace("shared_dir:", "nodes: 2, shared_dir:")
+    matrix.write_text(text.replace("repeats: 1,", "repeats: 1, parallel: ddp, nproc: 1, "
+                                   "nodes: 2,"))
+    before = slurm_cluster.jobs()
+    proc = envbench(e2e_env, "slurm", "--matrix", matrix, "--reports", tmp_path / "reports",
+                    "--synthetic")
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "✘ slurm.nodes: 2, and partition %s has 1 node(s) that can start a job: fewer " \
+        "nodes, or another partition" % partition in proc.stdout
+    assert "nothing submitted" in proc.stdout and slurm_cluster.jobs() == before
+    assert "Traceback" not in proc.stdout
+
+
 def _podman_containers() -> list[str]:
     listed = subprocess.run(["podman", "ps", "--all", "--format", "{{.Names}}"],
                             capture_output=True, text=True, timeout=120)
