@@ -185,7 +185,10 @@ def tests(session: nox.Session) -> None:
     # The host's and bench's own tests share nothing but the disk: they run on every core
     # (pytest-xdist), except those marked `alone`, which time work on this machine: those
     # then run one at a time, with nothing beside them. Then the e2e tests (_e2e).
-    session.run("pytest", *_workers(), "-m", "not alone", "tests/host", "tests/bench")
+    # worksteal: a worker that runs out takes tests queued for the other (the slowest tests
+    # queued last left one core idle for minutes); Debian's xdist 3.1 predates it.
+    session.run("pytest", *_workers(), "--dist", "worksteal", "-m", "not alone",
+                "tests/host", "tests/bench")
     session.run("pytest", "-m", "alone", "tests/host", "tests/bench",
                 success_codes=[0, NO_TESTS_COLLECTED])
     _e2e(session)
