@@ -182,6 +182,10 @@ def tests(session: nox.Session) -> None:
     if session.posargs:
         session.run("pytest", *session.posargs)
         return  # a selection of tests was asked for: run just that
+    # What the e2e tests share (base images, wheelhouse, the CUDA stack's NVIDIA wheels) is
+    # fetched and built beside the host's tests: on a fresh machine that is minutes of
+    # downloads, which the CPU-bound tests do not wait on.
+    made = _beside(session, ["python", "tests/e2e/e2e_support.py"], "e2e-prepare")
     # The host's and bench's own tests share nothing but the disk: they run on every core
     # (pytest-xdist), except those marked `alone`, which time work on this machine: those
     # then run one at a time, with nothing beside them. Then the e2e tests (_e2e).
@@ -189,6 +193,8 @@ def tests(session: nox.Session) -> None:
     # queued last left one core idle for minutes); Debian's xdist 3.1 predates it.
     session.run("pytest", *_workers(), "--dist", "worksteal", "-m", "not alone",
                 "tests/host", "tests/bench")
+    # Nothing may run beside the tests marked alone: what was started beside ends first.
+    _joined(made, "the e2e tests' base images, wheelhouse and CUDA wheels")
     session.run("pytest", "-m", "alone", "tests/host", "tests/bench",
                 success_codes=[0, NO_TESTS_COLLECTED])
     _e2e(session)
@@ -219,26 +225,39 @@ OUTAGE_E2E = "tests/e2e/test_engine_outage.py"
 
 def _e2e(session: nox.Session) -> None:
     """The e2e tests: the engine's one at a time, the Slurm cluster's beside them."""
-    # The base images and the wheelhouse both share, made once before either starts.
-    session.run("python", "tests/e2e/e2e_support.py")
-    log = Path(tempfile.mkdtemp(prefix="envbench-slurm-e2e-")) / "pytest.log"
-    env = dict(os.environ, PATH=session.bin + os.pathsep + os.environ.get("PATH", ""))
-    with log.open("w") as out:
-        beside = subprocess.Popen([os.path.join(session.bin, "pytest"), "-p",
-                                   "no:cacheprovider", "-m", "e2e", SLURM_E2E],
-                                  stdout=out, stderr=subprocess.STDOUT, env=env)
+    slurm = _beside(session, ["pytest", "-p", "no:cacheprovider", "-m", "e2e", SLURM_E2E],
+                    "slurm-e2e")
     try:
         session.run("pytest", "-m", "e2e", "tests/e2e", "--ignore", SLURM_E2E,
                     "--ignore", OUTAGE_E2E)
     finally:
-        code = beside.wait()
-        print("\n--- %s, run beside the tests above:\n%s" % (SLURM_E2E, log.read_text()),
-              flush=True)
-        shutil.rmtree(log.parent, ignore_errors=True)
+        code = _joined(slurm, SLURM_E2E)
     if code != 0:
         session.error("%s failed (pytest's exit code %d): its output is above"
                       % (SLURM_E2E, code))
     session.run("pytest", "-m", "e2e", OUTAGE_E2E)
+
+
+def _beside(session: nox.Session, command: list[str], name: str
+            ) -> tuple[subprocess.Popen[bytes], Path]:
+    """``command`` (a program of the session's virtualenv) started in the background, its
+    output kept in a file until _joined prints it."""
+    log = Path(tempfile.mkdtemp(prefix="envbench-%s-" % name)) / "output.log"
+    env = dict(os.environ, PATH=session.bin + os.pathsep + os.environ.get("PATH", ""))
+    with log.open("w") as out:
+        process = subprocess.Popen([os.path.join(session.bin, command[0]), *command[1:]],
+                                   stdout=out, stderr=subprocess.STDOUT, env=env)
+    return process, log
+
+
+def _joined(started: tuple[subprocess.Popen[bytes], Path], what: str) -> int:
+    """Wait for a process _beside started; print its output; its exit code."""
+    process, log = started
+    code = process.wait()
+    print("\n--- %s (run beside the above; exit code %d):\n%s"
+          % (what, code, log.read_text(errors="replace")), flush=True)
+    shutil.rmtree(log.parent, ignore_errors=True)
+    return code
 
 
 # pytest's exit code when a selection matched nothing (a marker no test carries yet).

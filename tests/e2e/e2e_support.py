@@ -100,6 +100,25 @@ def gpu_refusal() -> tuple[str, str, str, int]:
             "GPU cells cannot run on this host: " + gpu.NO_RUNTIME, 1)
 
 
+# The default matrix's CUDA 13 stack, whose NVIDIA wheels (2.2 of its 3 GB, built for any
+# Python) test_cuda_image's stack locks too.
+CUDA_LOCK = ROOT / "locks" / "torch2.14-cu130.pylock.toml"
+
+
+def prefetch_cuda_wheels() -> None:
+    """Those NVIDIA wheels into the host's wheel cache (each checked by its sha256 on
+    arrival), so that on a fresh machine the fetch overlaps the tests before the e2e ones."""
+    import dataclasses
+
+    from envbench.images import lock, wheelcache
+
+    whole = lock.read(CUDA_LOCK)
+    generic = tuple(w for w in whole.wheels if "-none-" in w.filename and "nvidia" in w.package)
+    wheelcache.ensure(dataclasses.replace(whole, wheels=generic), None)
+
+
 if __name__ == "__main__":
+    # The noxfile starts this beside the host's tests: what the e2e tests share, made once.
     made = prepare(docker.from_env(timeout=600))
     print("e2e prerequisites ready: base %s, python base %s, wheelhouse %s" % made)
+    prefetch_cuda_wheels()
