@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envbench.inference import stats
-from envbench.report import grouping
+from envbench.report import grouping, scaling
 from envbench.report.grouping import Group
 from envbench.results.identity import variant_text
 
@@ -65,9 +65,10 @@ class NodeRow:
         return list(_across(self.group, "hosts") or [])
 
     @property
-    def ranks_per_node(self) -> int | None:
+    def ranks_per_node(self) -> int:
+        """As recorded across nodes; on one node, every rank the cell ran."""
         value = _across(self.group, "ranks_per_node")
-        return None if value is None else int(value)
+        return int(value) if value is not None else scaling.parallel_of(self.group).world_size
 
     @property
     def rest(self) -> str:
