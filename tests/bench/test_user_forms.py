@@ -5,7 +5,9 @@ through both pipelines. Each figure the record gives is worked out again by hand
 weights the run saved; each misfit ends the cell in one sentence."""
 from __future__ import annotations
 
+import gzip
 import importlib.util
+import json
 import os
 import sys
 import textwrap
@@ -13,6 +15,8 @@ import textwrap
 import pytest
 import torch
 from bench_helpers import run_bench
+
+from bench.tracefile import TRACE_SUFFIX
 
 RUN = ("--device", "cpu", "--synthetic", "--epochs", "2", "--batch-size", "16",
        "--limit", "96", "--limit-test", "48", "--workers", "0")
@@ -203,9 +207,15 @@ def test_named_inputs_with_their_labels_and_the_models_own_loss(tmp_path, pipeli
 
 def test_named_inputs_are_profiled_like_any_other(tmp_path):
     record, _, _ = _run(tmp_path, NAMED, "resident", "--profile")
-    names = [o["name"] for o in record["profile"]["operators"]]
-    assert "aten::embedding" in names or "aten::embedding_dense_backward" in names, names
-    assert record["profile"]["samples"] > 0
+    assert record["profile"]["samples"] > 0 and record["profile"]["operators"]
+    # The embedding ran in the profiled steps: the trace holds every operator (the record's
+    # top 15 by self time hold it only when the clock favours it, which a busy machine's
+    # does not: it fell out once with both cores taken).
+    traces = list(tmp_path.glob("*" + TRACE_SUFFIX))
+    assert len(traces) == 1, traces
+    with gzip.open(str(traces[0]), "rt") as f:
+        events = {e.get("name") for e in json.load(f)["traceEvents"]}
+    assert "aten::embedding" in events or "aten::embedding_dense_backward" in events
 
 
 def _fails(tmp_path, source):
