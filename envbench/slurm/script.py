@@ -84,6 +84,11 @@ ENVBENCH_FIRST=${_addr:-$ENVBENCH_FIRST}
 _ip=$(getent ahostsv4 "$ENVBENCH_FIRST" 2>/dev/null | awk 'NR == 1 {print $1}')
 ENVBENCH_FIRST=${_ip:-$ENVBENCH_FIRST}
 ENVBENCH_PORT=$((20000 + (SLURM_JOB_ID %% 1000) * 32))
+ENVBENCH_RENDEZVOUS=
+next_port() {  # before each step's line, whose words expand it: a port of its own
+  ENVBENCH_PORT=$((ENVBENCH_PORT + 1))
+  ENVBENCH_RENDEZVOUS="$ENVBENCH_FIRST:$ENVBENCH_PORT"
+}
 
 others() {  # the other jobs on this node now (none on an exclusive node)
   squeue --noheader --nodelist "$SLURMD_NODENAME" --format '%%i %%u %%C' 2>/dev/null \
@@ -100,8 +105,6 @@ cell() {  # STEM, then srun's arguments: one step, its traces in $RUN/cells/STEM
   others > "$dir/others.before"
   echo "envbench: cell $stem"
   CURRENT=$stem
-  ENVBENCH_PORT=$((ENVBENCH_PORT + 1))  # each step's nodes meet at a port of their own
-  ENVBENCH_RENDEZVOUS="$ENVBENCH_FIRST:$ENVBENCH_PORT"
   srun "$@" > "$dir/log" 2>&1
   local code=$?
   after_step "$stem"
@@ -210,7 +213,7 @@ def render(job_name: str, block: Slurm, run_dir: PurePosixPath, images: list[Ima
     lines += [on_every_node(prepare_image(use), block) for use in images]
     lines.append("")
     for step in steps:
-        lines.append("cell %s %s" % (shlex.quote(step.stem),
+        lines.append("next_port; cell %s %s" % (shlex.quote(step.stem),
                                      runtimes.shell_words(step.srun_options + step.command)))
     lines.append('echo "envbench: all cells ran"')
     return "\n".join(lines) + "\n"

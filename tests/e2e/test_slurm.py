@@ -451,7 +451,8 @@ def test_print_writes_the_script_and_the_commands_and_submits_and_copies_nothing
     print(proc.stdout[-3000:])
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "#SBATCH --partition=%s" % partition in proc.stdout
-    assert proc.stdout.count("\ncell slurm-") == 4 and "docker save --output" in proc.stdout
+    assert proc.stdout.count("\nnext_port; cell slurm-") == 4
+    assert "docker save --output" in proc.stdout
     assert re.search(r"^cp -r \S+ \S+/data/[0-9a-f]{64}$", proc.stdout, flags=re.M)
     assert not _job_ids(proc.stdout) and slurm_cluster.jobs() == before
     assert not (tmp_path / "shared" / "data").exists()

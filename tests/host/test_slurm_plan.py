@@ -147,7 +147,7 @@ def test_each_runtimes_batch_script_is_bash_and_asks_slurm_for_what_the_block_sa
                  "#SBATCH --constraint=a100&ib", "#SBATCH --nodelist=gpu[01-04]",
                  "#SBATCH --exclusive", "#SBATCH --no-requeue"):
         assert line in text.splitlines(), line
-    assert text.count("\ncell a__t__r0 ") == 2
+    assert text.count("\nnext_port; cell a__t__r0 ") == 2
 
 
 def test_a_shared_job_asks_for_no_whole_node():
@@ -297,7 +297,11 @@ def test_the_prologue_finds_the_first_nodes_address_and_gives_each_step_its_port
         'echo "NodeName=n7 Arch=x86_64 CoresPerSocket=4 NodeAddr=10.1.2.7 NodeHostName=n7"\n')
     (fake / "scontrol").chmod(0o755)
     shown = subprocess.run(
-        ["bash", "-c", prologue + 'echo "$ENVBENCH_FIRST $ENVBENCH_PORT"'], text=True,
+        ["bash", "-c", prologue + 'echo "$ENVBENCH_FIRST $ENVBENCH_PORT"; next_port; '
+         'next_port; echo "$ENVBENCH_RENDEZVOUS"'], text=True,
         capture_output=True, env={"PATH": "%s:/usr/bin:/bin" % fake,
                                   "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "n[7-8]"})
-    assert shown.stdout.split() == ["10.1.2.7", str(20000 + 242 * 32)], shown.stderr
+    first = 20000 + 242 * 32
+    # Each step's line is preceded by next_port: its own port, set before its words expand.
+    assert shown.stdout.split() == ["10.1.2.7", str(first), "10.1.2.7:%d" % (first + 2)], \
+        shown.stderr
